@@ -1,0 +1,268 @@
+"""Snake: one snake on a ``height`` x ``width`` board eats fruit and grows.
+
+Observation: uint8, shape ``(4, height, width)``:
+    channel 0  body: 1 on every cell of the snake, head included
+    channel 1  head: 1 on the head cell
+    channel 2  fruit: 1 on the fruit cell (all zero once the board is full)
+    channel 3  body order: on each snake cell, how many steps until it frees if the snake does
+               not eat (tail 1, next 2, ..., head = length), capped at 255; 0 elsewhere
+Actions: 0 up (row - 1), 1 right (col + 1), 2 down (row + 1), 3 left (col - 1). An action into
+    the neck (the opposite of the current heading) keeps the snake going straight.
+Start: length 3 in a straight line at a uniformly random place where it fits, heading away from
+    its body in a random direction; one fruit on a uniformly random free cell.
+Rewards: ``reward_fruit`` (+1) per fruit, ``reward_death`` (-1) on death, ``reward_step`` (0)
+    otherwise. The head may enter the cell the tail leaves in the same step.
+Terminated: the head leaves the board or hits the body (death), or the snake fills the board (a
+    win: the fruit is eaten and no free cell is left).
+Truncated: ``max_steps_without_food`` steps without eating (0 means 4 x height x width), or
+    ``max_episode_steps`` steps in the episode (0 means no limit).
+Score: fruits eaten in the episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fasttrain.kernels import Field, GameSpec, rand_int
+
+NUM_CHANNELS = 4
+UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
+START_LENGTH = 3
+
+
+@dataclass(frozen=True)
+class SnakeParams:
+    """Mirrors ``[game.snake]`` in config.toml."""
+
+    height: int = 12
+    width: int = 12
+    reward_fruit: float = 1.0
+    reward_death: float = -1.0
+    reward_step: float = 0.0
+    max_steps_without_food: int = 0
+    max_episode_steps: int = 0
+
+    def __post_init__(self):
+        if self.height < START_LENGTH or self.width < START_LENGTH:
+            raise ValueError(
+                f"snake board must be at least {START_LENGTH}x{START_LENGTH}, "
+                f"got {self.height}x{self.width}"
+            )
+        if self.height * self.width > 32767:
+            raise ValueError("snake board must have at most 32767 cells (int16 body)")
+        if self.max_steps_without_food < 0 or self.max_episode_steps < 0:
+            raise ValueError("max_steps_without_food and max_episode_steps must be >= 0")
+
+
+def _cells(p):
+    return (p.height * p.width,)
+
+
+STATE = (
+    Field("body", _cells, np.int16, "(H*W,) ring buffer of cells r*W+c, tail first"),
+    Field("tail", lambda p: (), np.int32, "() ring index of the tail cell in body"),
+    Field("length", lambda p: (), np.int32, "() cells in the snake"),
+    Field("direction", lambda p: (), np.int8, "() current heading, 0..3"),
+    Field("fruit", lambda p: (), np.int32, "() fruit cell r*W+c, -1 when the board is full"),
+    Field("grid", _cells, np.uint8, "(H*W,) 1 where the snake is"),
+    Field("steps_since_food", lambda p: (), np.int32, "() steps since the last fruit"),
+    Field("steps", lambda p: (), np.int32, "() steps in this episode"),
+)
+
+
+# ------------------------------------------------------------------------------- sub-steps
+
+
+def move_head(r, c, d):
+    """The cell one step from (r, c) in direction d (may be off the board)."""
+    if d == UP:
+        return r - 1, c
+    if d == RIGHT:
+        return r, c + 1
+    if d == DOWN:
+        return r + 1, c
+    return r, c - 1
+
+
+def turn(direction, action):
+    """New heading: an action into the neck keeps the snake going straight."""
+    if action == direction ^ 2:  # 0 <-> 2, 1 <-> 3: the opposite heading
+        return direction
+    return action
+
+
+def place_fruit(i, rng, grid, fruit, length, cells):
+    """Put the fruit on a uniformly random free cell (-1 when none is free)."""
+    free = cells - length[i]
+    if free <= 0:
+        fruit[i] = -1
+        return
+    if 2 * free >= cells:  # mostly empty board: rejection sampling, still uniform over free cells
+        while True:
+            cell = rand_int(rng, i, cells)
+            if grid[i, cell] == 0:
+                fruit[i] = cell
+                return
+    k = rand_int(rng, i, free)
+    for cell in range(cells):
+        if grid[i, cell] == 0:
+            if k == 0:
+                fruit[i] = cell
+                return
+            k -= 1
+
+
+def write_obs(i, obs_flat, body, tail, length, fruit, cells):
+    """Write the full observation of env i from its state (flat index: channel * cells + cell)."""
+    obs_flat[i, :] = 0
+    n = length[i]
+    slot = tail[i]
+    for k in range(n):
+        cell = body[i, slot]
+        obs_flat[i, cell] = 1
+        obs_flat[i, 3 * cells + cell] = min(k + 1, 255)
+        slot += 1
+        if slot == cells:
+            slot = 0
+    obs_flat[i, cells + body[i, slot - 1 if slot > 0 else cells - 1]] = 1  # the head
+    if fruit[i] >= 0:
+        obs_flat[i, 2 * cells + fruit[i]] = 1
+
+
+# ------------------------------------------------------------------------------- reset, step
+
+
+def reset_one(
+    i, obs_flat, rng, body, tail, length, direction, fruit, grid, steps_since_food, steps, height,
+    width,
+):
+    """Start a new episode in env i: a length-3 snake and one fruit."""
+    cells = height * width
+    grid[i, :] = 0
+    d = rand_int(rng, i, 4)
+    if d == UP:  # the body trails below the head, so the head row is at most height - 3
+        r, c = rand_int(rng, i, height - 2), rand_int(rng, i, width)
+    elif d == DOWN:
+        r, c = 2 + rand_int(rng, i, height - 2), rand_int(rng, i, width)
+    elif d == RIGHT:
+        r, c = rand_int(rng, i, height), 2 + rand_int(rng, i, width - 2)
+    else:
+        r, c = rand_int(rng, i, height), rand_int(rng, i, width - 2)
+    back = d ^ 2
+    for k in range(START_LENGTH):  # head at slot 2, tail at slot 0
+        cell = r * width + c
+        body[i, START_LENGTH - 1 - k] = cell
+        grid[i, cell] = 1
+        r, c = move_head(r, c, back)
+    tail[i] = 0
+    length[i] = START_LENGTH
+    direction[i] = d
+    steps[i] = 0
+    steps_since_food[i] = 0
+    place_fruit(i, rng, grid, fruit, length, cells)
+    write_obs(i, obs_flat, body, tail, length, fruit, cells)
+
+
+def step_one(
+    i, actions, obs_flat, rewards, terminated, truncated, rng, score,
+    body, tail, length, direction, fruit, grid, steps_since_food, steps,
+    height, width, reward_fruit, reward_death, reward_step, max_steps_without_food,
+    max_episode_steps,
+):  # fmt: skip
+    """Advance env i by one move."""
+    cells = height * width
+    d = turn(direction[i], actions[i])
+    direction[i] = d
+    head_slot = tail[i] + length[i] - 1  # ring index arithmetic without division
+    if head_slot >= cells:
+        head_slot -= cells
+    next_slot = head_slot + 1 if head_slot + 1 < cells else 0
+    head = body[i, head_slot]
+    row = head // width
+    r, c = move_head(row, head - row * width, d)
+    reward = reward_step
+    dead = r < 0 or r >= height or c < 0 or c >= width
+    won = False
+    if not dead:
+        new = r * width + c
+        eats = new == fruit[i]
+        tail_cell = body[i, tail[i]]
+        # the tail leaves its cell this step unless the snake grows, so the head may enter it
+        dead = grid[i, new] == 1 and (eats or new != tail_cell)
+        if not dead:
+            if eats:
+                length[i] += 1
+            else:
+                grid[i, tail_cell] = 0
+                tail[i] = tail[i] + 1 if tail[i] + 1 < cells else 0
+            body[i, next_slot] = new
+            grid[i, new] = 1
+            steps_since_food[i] += 1
+            if eats:
+                reward = reward_fruit
+                score[i] += 1
+                steps_since_food[i] = 0
+                place_fruit(i, rng, grid, fruit, length, cells)
+                won = length[i] == cells
+    if dead:
+        reward = reward_death
+    steps[i] += 1
+    limit = max_steps_without_food if max_steps_without_food > 0 else 4 * cells
+    timed_out = steps_since_food[i] >= limit or (0 < max_episode_steps <= steps[i])
+    rewards[i] = reward
+    terminated[i] = dead or won
+    truncated[i] = timed_out and not (dead or won)
+    write_obs(i, obs_flat, body, tail, length, fruit, cells)
+
+
+# ------------------------------------------------------------------------------- render
+
+
+def render_text(state, params) -> str:
+    """One character per cell: '@' head, 'o' body, '*' fruit, '.' empty, inside a frame."""
+    h, w = params.height, params.width
+    rows = [["."] * w for _ in range(h)]
+    cells = h * w
+    n, tail = int(state["length"]), int(state["tail"])
+    for k in range(n):
+        cell = int(state["body"][(tail + k) % cells])
+        rows[cell // w][cell % w] = "@" if k == n - 1 else "o"
+    if int(state["fruit"]) >= 0:
+        rows[int(state["fruit"]) // w][int(state["fruit"]) % w] = "*"
+    frame = "+" + "-" * w + "+"
+    return "\n".join([frame, *("|" + "".join(row) + "|" for row in rows), frame])
+
+
+SPEC = GameSpec(
+    name="snake",
+    params_cls=SnakeParams,
+    state=STATE,
+    obs_shape=lambda p: (NUM_CHANNELS, p.height, p.width),
+    obs_dtype=np.uint8,
+    num_actions=4,
+    reset_one=reset_one,
+    step_one=step_one,
+    render_text=render_text,
+)
+
+
+if __name__ == "__main__":  # speed check: python -m fasttrain.games.snake [num_envs] [steps]
+    import sys
+    import time
+
+    from fasttrain.kernels import KernelEnv
+
+    num_envs = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
+    num_steps = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    env = KernelEnv(SPEC, num_envs, "cpu", SnakeParams())
+    env.reset(seed=0)
+    actions = np.random.default_rng(0).integers(0, 4, (num_steps, num_envs), dtype=np.int32)
+    env.step()  # compile (or load from cache) outside the timing
+    start = time.perf_counter()
+    for t in range(num_steps):
+        env.arrays["actions"][:] = actions[t]
+        env.step()
+    elapsed = time.perf_counter() - start
+    print(f"snake cpu: {num_envs * num_steps / elapsed:,.0f} env-steps/s ({num_envs} envs)")

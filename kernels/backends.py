@@ -1,0 +1,130 @@
+"""Backends: where arrays live and how a game's scalar functions are compiled and launched.
+
+``python`` runs the game's functions uncompiled (the reference), ``cpu`` compiles them with
+``numba.njit`` and launches one ``prange`` over environments, ``cuda`` (see ``cuda.py``) compiles
+them with numba-cuda, one thread per environment. Each backend compiles a game once per process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .build import load_launchers, retarget
+from .spec import GameSpec
+
+BACKENDS = ("python", "cpu", "cuda")
+
+
+class Launchers:
+    """Compiled entry points of one game on one backend: ``step(*args) -> int``, ``reset``."""
+
+    def __init__(self, step, reset, dispatchers=()):
+        self.step = step
+        self.reset = reset
+        self.dispatchers = dispatchers  # Numba dispatchers, to check for recompilation
+
+    def num_compiled(self) -> int:
+        """Total compiled specialisations (stays constant once a game is warm)."""
+        return sum(len(d.signatures) for d in self.dispatchers)
+
+
+class PythonBackend:
+    """The uncompiled reference: the same generated launchers run as plain Python."""
+
+    name = "python"
+    xp = np
+    device = "cpu"
+
+    def __init__(self):
+        self._cache: dict[str, Launchers] = {}
+
+    def compile(self, spec: GameSpec) -> Launchers:
+        if spec.name not in self._cache:
+            module = load_launchers(
+                spec, {"step_one": spec.step_one, "reset_one": spec.reset_one, "prange": range}, "python"
+            )
+
+            def step(*args):
+                with np.errstate(over="ignore"):
+                    return module.step_all(*args)
+
+            self._cache[spec.name] = Launchers(step, module.reset_all)
+        return self._cache[spec.name]
+
+    def launch_step(self, launchers: Launchers, args: tuple, num_envs: int) -> int:
+        return launchers.step(*args)
+
+    def launch_reset(self, launchers: Launchers, args: tuple, num_envs: int) -> None:
+        launchers.reset(*args)
+
+    def to_host(self, array):
+        return array
+
+    def synchronize(self):
+        pass
+
+
+class CPUBackend(PythonBackend):
+    """Numba on the CPU: ``njit`` game functions inside one ``prange`` launcher per call."""
+
+    name = "cpu"
+    GAME_OPTIONS = dict(cache=False, error_model="numpy", inline="always")
+    LAUNCH_OPTIONS = dict(parallel=True, cache=True, error_model="numpy", nogil=True)
+
+    def compile(self, spec: GameSpec) -> Launchers:
+        if spec.name not in self._cache:
+            import numba
+
+            def jit(fn):
+                return numba.njit(fn, **self.GAME_OPTIONS)
+
+            memo: dict = {}
+            module = load_launchers(
+                spec,
+                {
+                    "step_one": retarget(spec.step_one, jit, memo),
+                    "reset_one": retarget(spec.reset_one, jit, memo),
+                    "prange": numba.prange,
+                },
+                f"cpu {self.GAME_OPTIONS} {self.LAUNCH_OPTIONS}",
+            )
+            step = numba.njit(module.step_all, **self.LAUNCH_OPTIONS)
+            reset = numba.njit(module.reset_all, **self.LAUNCH_OPTIONS)
+            self._cache[spec.name] = Launchers(step, reset, (step, reset))
+        return self._cache[spec.name]
+
+
+_INSTANCES: dict[str, object] = {}
+
+
+def get_backend(name: str):
+    """The backend object for ``name`` (``python``, ``cpu``, ``cuda``), created once."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)} or 'auto'")
+    if name not in _INSTANCES:
+        if name == "cuda":
+            from .cuda import CUDABackend
+
+            _INSTANCES[name] = CUDABackend()
+        else:
+            _INSTANCES[name] = {"python": PythonBackend, "cpu": CPUBackend}[name]()
+    return _INSTANCES[name]
+
+
+def cuda_available() -> bool:
+    """True when a CUDA GPU and the ``cuda`` extra (numba-cuda, CuPy) are usable."""
+    try:
+        from .cuda import cuda_problem
+
+        return cuda_problem() is None
+    except ImportError:
+        return False
+
+
+def resolve_backend(name: str) -> str:
+    """Map ``auto`` to ``cuda`` when a GPU is usable, else ``cpu``."""
+    if name == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)} or 'auto'")
+    return name
