@@ -39,7 +39,7 @@ def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
     shapes = {
         "obs": (obs_shape, spec.obs_dtype),  # (N, *obs_shape) observation after the step
         "final_obs": (obs_shape, spec.obs_dtype),  # (N, *obs_shape) last obs of ended episodes
-        "actions": ((), np.int32),  # (N,) action per env, in [0, num_actions)
+        "actions": ((), np.int64),  # (N,) action per env, in [0, num_actions)
         "rewards": ((), np.float32),  # (N,) reward of the last step
         "terminated": ((), np.bool_),  # (N,) the MDP ended (death, win)
         "truncated": ((), np.bool_),  # (N,) a time limit cut the episode

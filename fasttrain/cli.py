@@ -1,0 +1,93 @@
+"""The ``fasttrain`` command line: games, play, run, bench."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fasttrain")
+def main():
+    """fasttrain: fast reinforcement learning with Numba-compiled games and a PyTorch learner."""
+
+
+@main.command()
+def games():
+    """List the registered games."""
+    from fasttrain import games as registry
+
+    rows = [("name", "observation", "actions", "agents")]
+    for name in registry.names():
+        spec = registry.get(name)
+        params = spec.params_cls()
+        shape = "x".join(str(s) for s in spec.obs_shape(params))
+        dtype = spec.obs_dtype.__name__
+        rows.append((name, f"{dtype} {shape}", str(spec.num_actions), str(spec.num_agents)))
+    widths = [max(len(r[k]) for r in rows) for k in range(4)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+@main.command()
+@click.option("--game", default="snake", show_default=True, type=click.UNPROCESSED,
+              help="Game to play (see `fasttrain games`).")
+@click.option("--policy", type=click.Choice(["random", "checkpoint"]), default=None,
+              help="Who plays: uniform random actions, or the agent in --checkpoint.")
+@click.option("--checkpoint", type=click.Path(), default=None,
+              help="Run directory (or checkpoint.pt) of a trained agent.")
+@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--fps", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Frames per second on a terminal (0: as fast as possible).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def play(game, policy, checkpoint, steps, fps, seed):
+    """Watch one environment play in the terminal."""
+    import torch
+
+    import fasttrain
+    from fasttrain import games as registry
+
+    if game not in registry.names():
+        raise click.BadParameter(f"unknown game {game!r}; valid: {', '.join(registry.names())}",
+                                 param_hint="--game")
+    policy = policy or ("checkpoint" if checkpoint else "random")
+    if policy == "checkpoint" and not checkpoint:
+        raise click.UsageError("--policy checkpoint needs --checkpoint DIR")
+    act = None
+    game_params = {}
+    if checkpoint:
+        from fasttrain.checkpoint import load_agent
+
+        agent, game_params = load_agent(checkpoint, game)
+        act = agent
+    env = fasttrain.make(game, num_envs=1, backend="cpu", seed=seed, **game_params)
+    generator = torch.Generator().manual_seed(seed)
+    interactive = sys.stdout.isatty()
+    total, episode = 0.0, 1
+    for step in range(steps + 1):
+        frame = env.render(0)
+        status = f"{game}  episode {episode}  step {step}  return {total:+.2f}"
+        if interactive:
+            click.echo("\x1b[H\x1b[2J" + frame + "\n" + status)
+            if fps > 0:
+                time.sleep(1.0 / fps)
+        else:
+            click.echo(frame + "\n" + status + "\n")
+        if step == steps:
+            break
+        if act is None:
+            actions = torch.randint(0, env.num_actions, (1,), generator=generator)
+        else:
+            actions = act(env.obs)
+        _, reward, terminated, truncated = env.step(actions)
+        total += float(reward[0])
+        if bool(terminated[0] | truncated[0]):
+            end = "died or won" if bool(terminated[0]) else "time limit"
+            click.echo(f"episode {episode} ended ({end}): return {total:+.2f}")
+            total, episode = 0.0, episode + 1
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The VecEnv runtime: torch views over a KernelEnv's buffers, and ``fasttrain.make``."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fasttrain import games
+from fasttrain.kernels import KernelEnv, resolve_backend
+
+_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def to_torch(array) -> torch.Tensor:
+    """A torch tensor sharing memory with a backend array (NumPy or any DLPack producer)."""
+    if isinstance(array, np.ndarray):
+        return torch.from_numpy(array)
+    return torch.from_dlpack(array)
+
+
+def _check_seed(seed):
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+
+
+class VecEnv:
+    """``num_envs`` copies of one game stepping in place; every buffer is a zero-copy torch view.
+
+    ``step`` writes observations into ``env.obs`` or, with ``obs_out``, straight into a tensor
+    the learner owns (a slot of its rollout storage), so no copy is ever made.
+    """
+
+    def __init__(self, core: KernelEnv):
+        self.core = core
+        spec = core.spec
+        self.game = spec.name
+        self.params = core.params
+        self.num_envs = core.num_envs
+        self.num_agents = spec.num_agents
+        self.num_actions = spec.num_actions
+        self.obs_shape = tuple(spec.obs_shape(core.params))
+        self.backend = core.backend.name
+        views = {name: to_torch(core.arrays[name]) for name in self._VIEWS}
+        self.obs = views["obs"]  # (N, *obs_shape)
+        self.actions = views["actions"]  # (N,) int64
+        self.rewards = views["rewards"]  # (N,) float32
+        self.terminated = views["terminated"]  # (N,) bool
+        self.truncated = views["truncated"]  # (N,) bool
+        self.final_obs = views["final_obs"]  # (N, *obs_shape), valid where an episode ended
+        self.obs_dtype = self.obs.dtype
+        self.device = self.obs.device
+        self._out_args: dict[tuple, tuple] = {}
+
+    _VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
+
+    @property
+    def state(self) -> dict:
+        """The game's state arrays by name (writable backend arrays)."""
+        return self.core.state
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``."""
+        if seed is not None:
+            _check_seed(seed)
+        self.core.reset(seed)
+        return self.obs
+
+    def step(self, actions=None, obs_out: torch.Tensor | None = None):
+        """Step every env; ``actions`` (N,) integers in ``[0, num_actions)``.
+
+        With ``actions=None`` the actions already in ``env.actions`` are used. Returns
+        ``(obs, rewards, terminated, truncated)``, views of the kernel buffers.
+        """
+        if actions is not None and actions is not self.actions:
+            self._load_actions(actions)
+        args = self.core._step_args if obs_out is None else self._args_for(obs_out)
+        bad = self.core.step(args)
+        if bad >= 0:
+            raise ValueError(
+                f"action {int(self.actions[bad])} for env {bad} is out of range: "
+                f"game {self.game!r} takes actions 0..{self.num_actions - 1}; no env was stepped"
+            )
+        return (self.obs if obs_out is None else obs_out), self.rewards, self.terminated, self.truncated
+
+    def _load_actions(self, actions):
+        expected = (self.num_envs,)
+        if isinstance(actions, torch.Tensor):
+            if actions.dtype not in _INT_DTYPES:
+                raise TypeError(f"actions must be an integer tensor, got dtype {actions.dtype}")
+            shape = tuple(actions.shape)
+        elif isinstance(actions, np.ndarray):
+            if actions.dtype.kind not in "iu":
+                raise TypeError(f"actions must be an integer array, got dtype {actions.dtype}")
+            shape = actions.shape
+        else:
+            raise TypeError(
+                f"actions must be a torch.Tensor or numpy.ndarray of integers with shape "
+                f"{expected}, got {type(actions).__name__}"
+            )
+        if shape != expected:
+            raise ValueError(f"actions must have shape {expected}, got {shape}")
+        if isinstance(actions, np.ndarray):
+            if actions.dtype == np.uint64 and actions.max(initial=0) >= 2**63:
+                raise ValueError(f"actions must be in 0..{self.num_actions - 1}")
+            np.copyto(self.core.arrays["actions"], actions, casting="unsafe")
+        else:
+            self.actions.copy_(actions)
+
+    def _args_for(self, obs_out: torch.Tensor) -> tuple:
+        key = (obs_out.data_ptr(), tuple(obs_out.shape), tuple(obs_out.stride()))
+        args = self._out_args.get(key)
+        if args is None:
+            expected = (self.num_envs, *self.obs_shape)
+            if tuple(obs_out.shape) != expected or obs_out.dtype != self.obs_dtype:
+                raise ValueError(
+                    f"obs_out must be a {self.obs_dtype} tensor of shape {expected}, "
+                    f"got {obs_out.dtype} {tuple(obs_out.shape)}"
+                )
+            if obs_out.device != self.device or not obs_out.is_contiguous():
+                raise ValueError(f"obs_out must be contiguous on {self.device}")
+            if len(self._out_args) > 4096:
+                self._out_args.clear()
+            array = obs_out.numpy() if self.device.type == "cpu" else self.core.xp.from_dlpack(obs_out)
+            args = self._out_args[key] = self.core.step_args(array)
+        return args
+
+    def stats(self) -> dict:
+        """Means of ``return``, ``length``, ``score`` over episodes ended since the last call."""
+        return self.core.stats()
+
+    def render(self, i: int = 0) -> str:
+        """Text picture of environment ``i``."""
+        return self.core.render(i)
+
+    def __repr__(self):
+        return (
+            f"VecEnv({self.game!r}, num_envs={self.num_envs}, backend={self.backend!r}, "
+            f"obs_shape={self.obs_shape}, num_actions={self.num_actions})"
+        )
+
+
+def make(
+    game: str, num_envs: int = 4096, backend: str = "cpu", seed: int = 0, **game_params
+) -> VecEnv:
+    """Create ``num_envs`` environments of ``game`` on ``backend``, reset with ``seed``.
+
+    ``backend`` is ``python`` (uncompiled reference), ``cpu``, ``cuda`` or ``auto``; extra
+    keyword arguments set fields of the game's params (e.g. ``height=8``).
+    """
+    spec = games.get(game)
+    params = spec.make_params(**game_params)
+    _check_seed(seed)
+    core = KernelEnv(spec, num_envs, resolve_backend(backend), params, seed)
+    env = VecEnv(core)
+    env.reset(seed)
+    return env
