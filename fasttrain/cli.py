@@ -89,5 +89,10 @@ def play(game, policy, checkpoint, steps, fps, seed):
             total, episode = 0.0, episode + 1
 
 
+from fasttrain.bench import bench  # noqa: E402
+
+main.add_command(bench)
+
+
 if __name__ == "__main__":
     main()
