@@ -15,6 +15,54 @@ def main():
 
 
 @main.command()
+@click.option("--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]")
+@click.option("--algo", type=click.Choice(["ppo"]), default=None, help="Learning algorithm.")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Total environment steps (with --resume: the new total).")
+@click.option("--num-envs", type=click.IntRange(min=1), default=None, help="Parallel environments.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None)
+@click.option("--seed", type=int, default=None)
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run directory [default: runs/<game>-<algo>-<time>].")
+@click.option("--resume", type=click.Path(file_okay=False), default=None,
+              help="Continue the run in this directory from its checkpoint.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="TOML file with any keys of config.toml.")
+@click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE",
+              help="Override one config key (repeatable), e.g. --set ppo.learning_rate=3e-4.")
+def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
+    """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
+    from fasttrain import checkpoint
+    from fasttrain import config as cfg
+    from fasttrain.runner import run as run_training
+
+    try:
+        base = {}
+        if resume:
+            if out:
+                raise cfg.ConfigError("--resume continues in its own directory; drop --out")
+            base = cfg.tomllib.loads(checkpoint.load(resume)["config"])
+        if config_file:
+            base = cfg.merge(base, cfg.load_toml(config_file))
+        overrides: dict = {}
+        for section, key, value in (("run", "algo", algo), ("run", "device", device),
+                                    ("run", "seed", seed), ("game", "name", game)):
+            if value is not None:
+                overrides.setdefault(section, {})[key] = value
+        config = cfg.from_dict(cfg.merge(cfg.merge(base, cfg.parse_set(sets)), overrides))
+        learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
+        if learner:  # per-game section, so it wins over the game's tuned defaults
+            config = cfg.from_dict(cfg.merge(cfg.merge(cfg.merge(base, cfg.parse_set(sets)),
+                                                       overrides),
+                                             {"game": {config.game.name: {"ppo": learner}}}))
+        run_training(config, out=out, resume=resume)
+    except cfg.ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+@main.command()
 def games():
     """List the registered games."""
     from fasttrain import games as registry

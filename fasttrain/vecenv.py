@@ -65,15 +65,20 @@ class VecEnv:
         self.core.reset(seed)
         return self.obs
 
-    def step(self, actions=None, obs_out: torch.Tensor | None = None):
+    def step(self, actions=None, obs_out=None, final_obs_out=None):
         """Step every env; ``actions`` (N,) integers in ``[0, num_actions)``.
 
-        With ``actions=None`` the actions already in ``env.actions`` are used. Returns
+        With ``actions=None`` the actions already in ``env.actions`` are used. ``obs_out`` and
+        ``final_obs_out`` redirect the observations (and, for rows whose episode ended, the final
+        observations) into tensors the caller owns, e.g. slots of a rollout buffer. Returns
         ``(obs, rewards, terminated, truncated)``, views of the kernel buffers.
         """
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
-        args = self.core._step_args if obs_out is None else self._args_for(obs_out)
+        if obs_out is None and final_obs_out is None:
+            args = self.core._step_args
+        else:
+            args = self._args_for(obs_out, final_obs_out)
         bad = self.core.step(args)
         if bad >= 0:
             raise ValueError(
@@ -106,23 +111,33 @@ class VecEnv:
         else:
             self.actions.copy_(actions)
 
-    def _args_for(self, obs_out: torch.Tensor) -> tuple:
-        key = (obs_out.data_ptr(), tuple(obs_out.shape), tuple(obs_out.stride()))
+    def _args_for(self, obs_out, final_obs_out) -> tuple:
+        obs_out = self.obs if obs_out is None else obs_out
+        final_obs_out = self.final_obs if final_obs_out is None else final_obs_out
+        key = (obs_out.data_ptr(), final_obs_out.data_ptr())
         args = self._out_args.get(key)
-        if args is None:
-            expected = (self.num_envs, *self.obs_shape)
-            if tuple(obs_out.shape) != expected or obs_out.dtype != self.obs_dtype:
-                raise ValueError(
-                    f"obs_out must be a {self.obs_dtype} tensor of shape {expected}, "
-                    f"got {obs_out.dtype} {tuple(obs_out.shape)}"
-                )
-            if obs_out.device != self.device or not obs_out.is_contiguous():
-                raise ValueError(f"obs_out must be contiguous on {self.device}")
+        if args is None:  # first use of these tensors: check them once, then reuse the args
+            arrays = [self._backend_array(t, name) for t, name in
+                      ((obs_out, "obs_out"), (final_obs_out, "final_obs_out"))]
             if len(self._out_args) > 4096:
                 self._out_args.clear()
-            array = obs_out.numpy() if self.device.type == "cpu" else self.core.xp.from_dlpack(obs_out)
-            args = self._out_args[key] = self.core.step_args(array)
+            args = self._out_args[key] = self.core.step_args(*arrays)
         return args
+
+    def _backend_array(self, tensor, name):
+        expected = (self.num_envs, *self.obs_shape)
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tuple(tensor.shape) != expected or tensor.dtype != self.obs_dtype:
+            raise ValueError(
+                f"{name} must be a {self.obs_dtype} tensor of shape {expected}, "
+                f"got {tensor.dtype} {tuple(tensor.shape)}"
+            )
+        if tensor.device != self.device or not tensor.is_contiguous():
+            raise ValueError(f"{name} must be contiguous on {self.device}")
+        if self.device.type == "cpu":
+            return tensor.detach().numpy()
+        return self.core.xp.from_dlpack(tensor)
 
     def stats(self) -> dict:
         """Means of ``return``, ``length``, ``score`` over episodes ended since the last call."""

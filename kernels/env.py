@@ -87,8 +87,10 @@ class KernelEnv:
         source = {**self.arrays, **self._values, **overrides}
         return tuple(source[name] for name in names)
 
-    def step_args(self, obs) -> tuple:
-        """Launcher arguments that write observations into ``obs`` (a backend array)."""
+    def step_args(self, obs, final_obs=None) -> tuple:
+        """Launcher arguments writing observations into ``obs`` and, for rows whose episode
+        ends, final observations into ``final_obs`` (default: the env's own buffers)."""
+        final_obs = self.arrays["final_obs"] if final_obs is None else final_obs
         flat = obs.reshape(self.num_envs, -1)
         views = {
             "obs": obs,
@@ -96,7 +98,7 @@ class KernelEnv:
             # final_obs is copied word by word: LLVM cannot vectorise a byte copy between
             # buffers that may alias, and this copy runs on every episode end
             "obs_words": _words(flat),
-            "final_obs_words": _words(self.arrays["final_obs"].reshape(self.num_envs, -1)),
+            "final_obs_words": _words(final_obs.reshape(self.num_envs, -1)),
         }
         return self._args(self._step_names, views)
 

@@ -1,0 +1,149 @@
+"""Gymnasium adapter: any fasttrain game as a ``gymnasium.vector.VectorEnv``.
+
+>>> from fasttrain.adapters.gym import make_vec
+>>> envs = make_vec("cartpole", num_envs=8, seed=0)
+>>> obs, infos = envs.reset(seed=0)
+>>> obs, rewards, terminated, truncated, infos = envs.step(envs.action_space.sample())
+
+Our games reset inside the step, so the adapter declares ``AutoresetMode.SAME_STEP``: the
+observation returned for a finished env is already the first one of its next episode, and the last
+observation of the finished episode is in ``infos["final_obs"]`` (an object array, ``None`` where
+no episode ended) with the mask ``infos["_final_obs"]``, exactly as ``SyncVectorEnv`` does in that
+mode. ``infos`` is ``{}`` on steps where no episode ended.
+
+Copies: the arrays are NumPy views of the kernel buffers (``env.core.arrays``), which the next
+step overwrites in place. With ``copy=True`` (the default, as in ``SyncVectorEnv``) ``reset`` and
+``step`` return copies, so data a caller keeps from one step (a replay buffer, a list of
+observations) is not changed by the next; ``copy=False`` returns the views themselves, with no
+copy at all, for loops that consume each step's arrays before stepping again. ``final_obs`` rows
+are always copied: the ``final_obs`` buffer is reused by every later episode end.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+try:
+    from gymnasium import spaces
+    from gymnasium.vector import AutoresetMode, VectorEnv
+    from gymnasium.vector.utils import batch_space
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "fasttrain.adapters.gym needs gymnasium: pip install 'fasttrain[gym]'"
+    ) from exc
+
+import fasttrain
+from fasttrain.kernels import GameSpec
+
+
+def observation_space(spec: GameSpec, params) -> spaces.Box:
+    """The Box of one observation: the game's ``obs_bounds(params)`` when its module defines
+    one, else the full range of an integer dtype (``Box(0, 255)`` for uint8 grids), else
+    unbounded floats."""
+    shape = tuple(spec.obs_shape(params))
+    dtype = np.dtype(spec.obs_dtype)
+    module = spec.module or sys.modules.get(spec.step_one.__module__)
+    bounds = getattr(module, "obs_bounds", None)
+    if bounds is not None:
+        low, high = bounds(params)
+    elif dtype == np.bool_:
+        low, high = 0, 1
+    elif dtype.kind in "iu":
+        low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    else:
+        low, high = -np.inf, np.inf
+    return spaces.Box(
+        np.broadcast_to(np.asarray(low, dtype), shape).copy(),
+        np.broadcast_to(np.asarray(high, dtype), shape).copy(),
+        shape,
+        dtype,
+    )
+
+
+class GymVectorEnv(VectorEnv):
+    """``num_envs`` copies of a fasttrain game behind Gymnasium's vector API (same-step reset)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["ansi"]}
+
+    def __init__(self, env: fasttrain.VecEnv, copy: bool = True, render_mode: str | None = None):
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.env = env
+        self.core = env.core
+        self.copy = copy
+        self.render_mode = render_mode
+        self.num_envs = env.num_envs
+        self.single_observation_space = observation_space(self.core.spec, env.params)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.single_action_space = spaces.Discrete(env.num_actions)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        arrays = self.core.arrays
+        # host views of the kernel buffers (the same memory on cpu/python)
+        self._to_host = self.core.backend.to_host
+        self._buffers = [arrays[k] for k in ("obs", "rewards", "terminated", "truncated")]
+        self._final_obs = arrays["final_obs"]
+
+    def _host(self, array):
+        out = self._to_host(array)
+        return out.copy() if self.copy and out is array else out
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset every env; ``seed`` reseeds env i's stream from ``(seed, i)``."""
+        if options:
+            raise ValueError(f"reset options are not supported, got keys {sorted(options)}")
+        super().reset(seed=seed)
+        self.env.reset(seed)
+        return self._host(self._buffers[0]), {}
+
+    def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step every env with ``actions`` (num_envs integers); finished envs restart."""
+        self.env.step(np.asarray(actions))  # checks shape, dtype and range before stepping
+        obs, rewards, terminated, truncated = (self._host(b) for b in self._buffers)
+        infos: dict[str, Any] = {}
+        done = np.logical_or(terminated, truncated)
+        if done.any():
+            final = self._to_host(self._final_obs)
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for i in np.flatnonzero(done):
+                final_obs[i] = final[i].copy()  # the buffer row is reused by the next episode end
+            infos = {
+                "final_obs": final_obs,
+                "_final_obs": done,
+                "final_info": {},
+                "_final_info": done.copy(),
+            }
+        return obs, rewards, terminated, truncated, infos
+
+    def render(self) -> tuple[str, ...] | None:
+        """Text pictures of every env when ``render_mode="ansi"``, else None."""
+        if self.render_mode != "ansi":
+            return None
+        return tuple(self.env.render(i) for i in range(self.num_envs))
+
+    def __repr__(self):
+        return f"GymVectorEnv({self.env.game!r}, num_envs={self.num_envs})"
+
+
+def make_vec(
+    name: str,
+    num_envs: int,
+    seed: int = 0,
+    backend: str = "cpu",
+    copy: bool = True,
+    render_mode: str | None = None,
+    **params,
+) -> GymVectorEnv:
+    """A Gymnasium ``VectorEnv`` of ``num_envs`` copies of game ``name``, reset with ``seed``.
+
+    Extra keyword arguments set fields of the game's params (e.g. ``max_episode_steps=200``).
+    """
+    env = fasttrain.make(name, num_envs=num_envs, backend=backend, seed=seed, **params)
+    return GymVectorEnv(env, copy=copy, render_mode=render_mode)
+
+
+__all__ = ["GymVectorEnv", "make_vec", "observation_space"]

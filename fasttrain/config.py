@@ -1,0 +1,376 @@
+"""Run configuration: frozen dataclasses whose defaults equal ``config.toml``.
+
+Sections: ``[run]``, ``[game]``, ``[game.<name>]`` (the game's params), ``[ppo]``, ``[model]``,
+``[log]``, and per-game learner overrides in ``[game.<name>.ppo]``. Every field's docstring is
+its documentation, its comment in config.toml and its ``--set`` help.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import os
+import sys
+import textwrap
+from dataclasses import dataclass, field
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from fasttrain import games
+
+
+class ConfigError(ValueError):
+    """A bad config file, key, value or combination; the message is one line."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    algo: str = "ppo"
+    """learning algorithm: ppo"""
+    seed: int = 0
+    """seed of the environments, the network and the sampling"""
+    device: str = "auto"
+    """auto | cpu | cuda: where environments and learner run (auto: cuda when present)"""
+    amp: str = "off"
+    """off | bf16 | fp16: mixed precision for the update (fp16 uses a GradScaler; CUDA only)"""
+    compile: str = "off"
+    """off | default | reduce-overhead | max-autotune: torch.compile the network"""
+    torch_threads: int = 0
+    """torch intra-op threads (0: one per core)"""
+    numba_threads: int = 0
+    """Numba threads for the environments (0: one per core)"""
+    checkpoint_interval: int = 100
+    """write checkpoint.pt every this many iterations (and always at the end and on Ctrl-C)"""
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    name: str = "snake"
+    """game to train on (see `fasttrain games`)"""
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    total_timesteps: int = 5_000_000
+    """environment steps to train for (--steps)"""
+    num_envs: int = 256
+    """parallel environments"""
+    num_steps: int = 128
+    """steps per environment per rollout"""
+    learning_rate: float = 1e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over total_timesteps"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE trace decay"""
+    num_minibatches: int = 8
+    """minibatches per epoch (batch = num_envs * num_steps must divide evenly)"""
+    update_epochs: int = 2
+    """passes over each batch"""
+    norm_adv: bool = True
+    """normalise advantages per minibatch"""
+    clip_coef: float = 0.2
+    """policy ratio clipping"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper"""
+    ent_coef: float = 0.01
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """gradient norm clipping"""
+    target_kl: float = 0.0
+    """stop an update early when the approximate KL exceeds this (0: never)"""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str = "auto"
+    """auto | mlp | cnn (auto: cnn for (C, H, W) observations on cuda, mlp otherwise)"""
+    hidden: int = 256
+    """width of the hidden layer(s)"""
+    layers: int = 2
+    """hidden layers of the mlp"""
+    channels: int = 16
+    """channels of each cnn convolution"""
+    activation: str = "tanh"
+    """tanh | relu: mlp activation"""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    interval_s: float = 5.0
+    """seconds between log lines"""
+    progress: bool = True
+    """show a progress bar when stdout is a terminal"""
+
+
+SECTIONS = {"run": RunConfig, "game": GameConfig, "ppo": PPOConfig, "model": ModelConfig,
+            "log": LogConfig}  # fmt: skip
+LEARNER_SECTIONS = ("ppo",)  # may be overridden per game in [game.<name>.<section>]
+CHOICES = {
+    ("run", "algo"): ("ppo",),
+    ("run", "device"): ("auto", "cpu", "cuda"),
+    ("run", "amp"): ("off", "bf16", "fp16"),
+    ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
+    ("model", "kind"): ("auto", "mlp", "cnn"),
+    ("model", "activation"): ("tanh", "relu"),
+}
+# Per-game tuned learner settings: the defaults of [game.<name>.ppo] (also in config.toml).
+GAME_DEFAULTS: dict[str, dict[str, dict]] = {}
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    game: GameConfig = field(default_factory=GameConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    games: dict = field(default_factory=dict)
+    """per game: {"params": {...}, "ppo": {...}} as given in [game.<name>] sections"""
+
+    def game_params(self):
+        """The chosen game's params object (defaults plus [game.<name>] overrides)."""
+        spec = games.get(self.game.name)
+        return spec.make_params(**self.games.get(self.game.name, {}).get("params", {}))
+
+    def learner(self, section: str = "ppo"):
+        """The learner config with the chosen game's [game.<name>.<section>] overrides applied."""
+        base = getattr(self, section)
+        overrides = {**GAME_DEFAULTS.get(self.game.name, {}).get(section, {}),
+                     **self.games.get(self.game.name, {}).get(section, {})}  # fmt: skip
+        return dataclasses.replace(base, **overrides)
+
+
+# ------------------------------------------------------------------------------- docs
+
+
+def field_docs(cls) -> dict[str, str]:
+    """The docstring under each dataclass field (CleanRL style), by field name."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
+            if isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+                docs[node.target.id] = after.value.value.strip()
+    return docs
+
+
+# ------------------------------------------------------------------------------- loading
+
+
+def _check_value(where: str, default, value, choices=None):
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ConfigError(f"{where} must be {type(default).__name__}, got {value!r}")
+    if choices and value not in choices:
+        raise ConfigError(f"{where} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _section_values(name: str, cls, table: dict) -> dict:
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    valid = {f.name: f for f in dataclasses.fields(cls) if f.name != "games"}
+    out = {}
+    for key, value in table.items():
+        if key not in valid:
+            raise ConfigError(f"unknown key {key!r} in [{name}]; valid: {', '.join(valid)}")
+        section = name.split(".")[-1]
+        out[key] = _check_value(f"{name}.{key}", valid[key].default, value,
+                                CHOICES.get((section, key)))  # fmt: skip
+    return out
+
+
+def _game_tables(table: dict) -> tuple[dict, dict]:
+    plain = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    per_game = {}
+    for name, sub in table.items():
+        if not isinstance(sub, dict):
+            continue
+        if name not in games.names():
+            raise ConfigError(f"unknown game section [game.{name}]; valid: {', '.join(games.names())}")
+        spec = games.get(name)
+        entry = {"params": {}}
+        for key, value in sub.items():
+            if key in LEARNER_SECTIONS:
+                entry[key] = _section_values(f"game.{name}.{key}", SECTIONS[key], value)
+            else:
+                entry["params"][key] = value
+        try:
+            spec.make_params(**entry["params"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"[game.{name}]: {exc}") from None
+        per_game[name] = entry
+    return plain, per_game
+
+
+def from_dict(data: dict) -> Config:
+    """Build and validate a Config from a parsed TOML document."""
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise ConfigError(f"unknown section [{sorted(unknown)[0]}]; valid: {', '.join(SECTIONS)}")
+    kwargs = {}
+    per_game = {}
+    for name, cls in SECTIONS.items():
+        table = data.get(name, {})
+        if name == "game":
+            table, per_game = _game_tables(table)
+        kwargs[name] = cls(**_section_values(name, cls, table))
+    config = Config(**kwargs, games=per_game)
+    if config.game.name not in games.names():
+        raise ConfigError(f"unknown game {config.game.name!r}; valid: {', '.join(games.names())}")
+    validate(config)
+    return config
+
+
+def parse_set(assignments) -> dict:
+    """``["ppo.learning_rate=3e-4", "game.snake.height=8"]`` as a nested dict."""
+    out: dict = {}
+    for item in assignments:
+        if "=" not in item:
+            raise ConfigError(f"--set takes section.key=value, got {item!r}")
+        path, raw = item.split("=", 1)
+        keys = path.strip().split(".")
+        if len(keys) < 2 or not all(keys):
+            raise ConfigError(f"--set needs section.key=value, got {item!r}")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()  # bare words such as cpu or snake
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {path}: {key} is a value, not a section")
+        node[keys[-1]] = value
+    return out
+
+
+def merge(base: dict, extra: dict) -> dict:
+    """Recursive dict merge; ``extra`` wins."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_toml(path: str | os.PathLike) -> dict:
+    """Parse a TOML file; a missing or malformed file raises ConfigError with one line."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def load(path: str | os.PathLike | None = None, sets=(), overrides: dict | None = None) -> Config:
+    """Defaults, then the TOML file at ``path``, then ``--set`` items, then ``overrides``."""
+    data = load_toml(path) if path is not None else {}
+    data = merge(merge(data, parse_set(sets)), overrides or {})
+    return from_dict(data)
+
+
+def validate(config: Config) -> None:
+    """Check ranges and the consistency of sizes; raise ConfigError with one line."""
+    ppo = config.learner("ppo")
+    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+    for key in positive:
+        if getattr(ppo, key) < 1:
+            raise ConfigError(f"ppo.{key} must be >= 1, got {getattr(ppo, key)}")
+    batch = ppo.num_envs * ppo.num_steps
+    if batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"batch num_envs*num_steps = {batch} does not split into "
+            f"ppo.num_minibatches = {ppo.num_minibatches} equal minibatches"
+        )
+    for key in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(ppo, key) <= 1.0:
+            raise ConfigError(f"ppo.{key} must be in [0, 1], got {getattr(ppo, key)}")
+    for key in ("learning_rate", "clip_coef", "max_grad_norm"):
+        if getattr(ppo, key) <= 0:
+            raise ConfigError(f"ppo.{key} must be > 0, got {getattr(ppo, key)}")
+    for key in ("ent_coef", "vf_coef", "target_kl"):
+        if getattr(ppo, key) < 0:
+            raise ConfigError(f"ppo.{key} must be >= 0, got {getattr(ppo, key)}")
+    for section, key in (("run", "torch_threads"), ("run", "numba_threads")):
+        if getattr(getattr(config, section), key) < 0:
+            raise ConfigError(f"{section}.{key} must be >= 0")
+    if config.run.checkpoint_interval < 1:
+        raise ConfigError("run.checkpoint_interval must be >= 1")
+    if config.model.hidden < 1 or config.model.layers < 1 or config.model.channels < 1:
+        raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
+    if config.log.interval_s <= 0:
+        raise ConfigError("log.interval_s must be > 0")
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _table(lines: list, name: str, values: dict, docs: dict):
+    lines += ["", f"[{name}]"]
+    width = max((len(f"{k} = {_toml_value(v)}") for k, v in values.items()), default=0)
+    for key, value in values.items():
+        text = f"{key} = {_toml_value(value)}"
+        doc = docs.get(key)
+        lines.append(f"{text.ljust(width)}  # {doc}" if doc else text)
+
+
+def to_toml(config: Config, header: str = "") -> str:
+    """The config as TOML with a comment per key (config.toml and a run's resolved config)."""
+    lines = [header.rstrip()] if header else []
+    for name, cls in SECTIONS.items():
+        _table(lines, name, dataclasses.asdict(getattr(config, name)), field_docs(cls))
+        if name == "game":
+            for game in games.names():
+                spec = games.get(game)
+                entry = config.games.get(game, {})
+                params = dataclasses.asdict(spec.make_params(**entry.get("params", {})))
+                _table(lines, f"game.{game}", params, field_docs(spec.params_cls))
+                for section in LEARNER_SECTIONS:
+                    values = {**GAME_DEFAULTS.get(game, {}).get(section, {}),
+                              **entry.get(section, {})}  # fmt: skip
+                    if values:
+                        _table(lines, f"game.{game}.{section}", values, {})
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+CONFIG_HEADER = """\
+# fasttrain configuration: every key with its default. The code holds the same defaults
+# (tests/fasttrain/test_config.py checks it), so no file is needed to run.
+# Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
+# [game.<name>] sets that game's parameters; [game.<name>.ppo] overrides [ppo] for that game."""
