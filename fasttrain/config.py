@@ -374,3 +374,7 @@ CONFIG_HEADER = """\
 # (tests/fasttrain/test_config.py checks it), so no file is needed to run.
 # Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
 # [game.<name>] sets that game's parameters; [game.<name>.ppo] overrides [ppo] for that game."""
+
+
+if __name__ == "__main__":  # regenerate the repository's config.toml: python -m fasttrain.config
+    print(to_toml(Config(), CONFIG_HEADER), end="")

@@ -37,12 +37,19 @@ class SnakeParams:
     """Mirrors ``[game.snake]`` in config.toml."""
 
     height: int = 12
+    """board rows"""
     width: int = 12
+    """board columns"""
     reward_fruit: float = 1.0
+    """reward for eating a fruit"""
     reward_death: float = -1.0
+    """reward for hitting a wall or the body"""
     reward_step: float = 0.0
+    """reward on every other step"""
     max_steps_without_food: int = 0
+    """truncate after this many steps without eating (0: 4 x height x width)"""
     max_episode_steps: int = 0
+    """truncate episodes at this many steps (0: no limit)"""
 
     def __post_init__(self):
         if self.height < START_LENGTH or self.width < START_LENGTH:

@@ -1,0 +1,112 @@
+"""Config: code defaults equal config.toml, overrides apply, bad input fails with one line."""
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fasttrain import config as cfg
+from fasttrain import games
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_config_toml_equals_code_defaults():
+    text = (ROOT / "config.toml").read_text()
+    parsed = cfg.from_dict(tomllib.loads(text))
+    defaults = cfg.Config()
+    for name in cfg.SECTIONS:
+        assert getattr(parsed, name) == getattr(defaults, name), f"[{name}] differs"
+    for game in games.names():  # [game.<name>] equals the params dataclass defaults
+        assert games.get(game).make_params(**parsed.games[game]["params"]) == games.get(game).params_cls()
+        for section in cfg.LEARNER_SECTIONS:
+            want = cfg.GAME_DEFAULTS.get(game, {}).get(section, {})
+            assert parsed.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
+    # and the file is exactly what the code renders, comments included
+    assert text == cfg.to_toml(defaults, cfg.CONFIG_HEADER)
+
+
+def test_every_key_has_a_comment():
+    for line in (ROOT / "config.toml").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            assert "  # " in line, f"no comment: {line!r}"
+
+
+def test_set_parses_types_and_nested_game_keys():
+    config = cfg.load(sets=["ppo.learning_rate=3e-4", "ppo.anneal_lr=false", "run.device=cpu",
+                            "game.snake.height=8", "game.snake.ppo.num_envs=64", "log.interval_s=1"])
+    assert config.ppo.learning_rate == 3e-4 and config.ppo.anneal_lr is False
+    assert config.run.device == "cpu" and config.log.interval_s == 1.0
+    assert config.game_params().height == 8
+    assert config.learner("ppo").num_envs == 64  # per-game section overrides [ppo]
+    assert config.ppo.num_envs == cfg.PPOConfig().num_envs
+
+
+def test_game_section_overrides_ppo_section():
+    config = cfg.from_dict({"ppo": {"ent_coef": 0.5}, "game": {"snake": {"ppo": {"ent_coef": 0.25}}}})
+    assert config.learner("ppo").ent_coef == 0.25
+    other = cfg.from_dict({"ppo": {"ent_coef": 0.5}})
+    assert other.learner("ppo").ent_coef == cfg.GAME_DEFAULTS.get("snake", {}).get("ppo", {}).get(
+        "ent_coef", 0.5)
+
+
+def test_config_file_then_set(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[ppo]\nnum_steps = 32\n[run]\nseed = 5\n')
+    config = cfg.load(path, sets=["run.seed=6"])
+    assert config.ppo.num_steps == 32 and config.run.seed == 6
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"ppoo": {}}, ["unknown section [ppoo]", "run", "ppo", "model"]),
+    ({"ppo": {"learnin_rate": 1.0}}, ["unknown key 'learnin_rate' in [ppo]", "learning_rate"]),
+    ({"ppo": {"num_envs": 2.5}}, ["ppo.num_envs must be int"]),
+    ({"ppo": {"anneal_lr": 1}}, ["ppo.anneal_lr must be bool"]),
+    ({"run": {"device": "gpu"}}, ["run.device must be one of auto, cpu, cuda"]),
+    ({"run": {"amp": "fp8"}}, ["off, bf16, fp16"]),
+    ({"run": {"compile": "yes"}}, ["reduce-overhead"]),
+    ({"game": {"name": "tetris"}}, ["unknown game 'tetris'", "snake"]),
+    ({"game": {"tetris": {"height": 3}}}, ["unknown game section [game.tetris]", "snake"]),
+    ({"game": {"snake": {"heigth": 3}}}, ["[game.snake]", "heigth", "height"]),
+    ({"game": {"snake": {"height": 2}}}, ["at least 3x3"]),
+    ({"ppo": {"num_envs": 10, "num_steps": 3, "num_minibatches": 4}}, ["30", "num_minibatches = 4"]),
+    ({"ppo": {"gamma": 1.5}}, ["ppo.gamma must be in [0, 1]"]),
+    ({"ppo": {"num_steps": 0}}, ["ppo.num_steps must be >= 1"]),
+    ({"game": {"snake": {"ppo": {"num_envs": 10, "num_steps": 3}}}}, ["does not split"]),
+])  # fmt: skip
+def test_bad_input_fails_with_one_clear_line(data, words):
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.from_dict(data)
+    message = str(info.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+@pytest.mark.parametrize("item", ["ppo.learning_rate", "learning_rate=1", "=3", "ppo..x=1"])
+def test_bad_set_syntax(item):
+    with pytest.raises(cfg.ConfigError, match="--set"):
+        cfg.parse_set([item])
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(cfg.ConfigError, match="not found"):
+        cfg.load(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[ppo\nx=")
+    with pytest.raises(cfg.ConfigError, match="not valid TOML"):
+        cfg.load(bad)
+
+
+def test_field_docs_cover_every_field():
+    for cls in [*cfg.SECTIONS.values(), *(games.get(g).params_cls for g in games.names())]:
+        docs = cfg.field_docs(cls)
+        assert set(docs) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
+
+
+def test_resolved_config_round_trips():
+    config = cfg.load(sets=["game.snake.width=9", "game.snake.ppo.num_steps=32", "model.hidden=64"])
+    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
+    assert again.game_params() == config.game_params()
+    assert again.learner("ppo") == config.learner("ppo") and again.model == config.model
