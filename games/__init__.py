@@ -6,7 +6,7 @@ import importlib
 
 from fasttrain.kernels.spec import GameSpec
 
-_BUILTIN = {"snake": "fasttrain.games.snake"}
+_BUILTIN = {"cartpole": "fasttrain.games.cartpole", "snake": "fasttrain.games.snake"}
 _REGISTRY: dict[str, GameSpec] = {}
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 try:
+    from gymnasium import spaces
     from stable_baselines3.common.vec_env import VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -34,13 +35,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 import fasttrain
 from fasttrain.adapters.gym import observation_space
-from gymnasium import spaces
 
 
 class SB3VecEnv(VecEnv):
     """``num_envs`` copies of a fasttrain game behind SB3's ``VecEnv`` API."""
 
-    def __init__(self, env: fasttrain.VecEnv):
+    def __init__(self, env: fasttrain.VecEnv, seed: int | None = None):
         self.env = env
         self.core = env.core
         self.render_mode = None  # read through get_attr by VecEnv.__init__
@@ -51,6 +51,8 @@ class SB3VecEnv(VecEnv):
             observation_space(self.core.spec, env.params),
             spaces.Discrete(env.num_actions),
         )
+        if seed is not None:
+            self.seed(seed)  # the first reset() starts from `seed`, as fasttrain.make did
 
     def _copy(self, name: str) -> np.ndarray:
         array = self.core.arrays[name]
@@ -126,7 +128,7 @@ def make_vec_env(
     Extra keyword arguments set fields of the game's params (e.g. ``max_episode_steps=200``).
     """
     env = fasttrain.make(name, num_envs=num_envs, backend=backend, seed=seed, **params)
-    return SB3VecEnv(env)
+    return SB3VecEnv(env, seed)
 
 
 __all__ = ["SB3VecEnv", "make_vec_env"]

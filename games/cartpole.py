@@ -1,0 +1,197 @@
+"""CartPole: balance a pole on a cart; Gymnasium's ``CartPole-v1``, step for step.
+
+Observation: float32, shape ``(4,)``: ``[x, x_dot, theta, theta_dot]`` (cart position in m, cart
+    velocity, pole angle in radians from upright, pole angular velocity), the float64 state
+    rounded to float32 exactly as Gymnasium does.
+Actions: 0 push the cart left (force ``-force_mag``), 1 push it right (``+force_mag``).
+Dynamics: Gymnasium's ``CartPoleEnv.step`` with ``kinematics_integrator="euler"``: accelerations
+    from the current state, then every variable advanced by ``tau`` with its *old* derivative
+    (x from the old x_dot, theta from the old theta_dot). Same constants, same operation order,
+    float64 state, so observations agree with Gymnasium to float32 rounding.
+Start: every state variable uniform in ``[-0.05, 0.05)`` (24-bit ``rand_float``).
+Rewards: 1.0 on every step, including the one that terminates (as Gymnasium without the
+    Sutton-Barto reward).
+Terminated: ``|x| > x_threshold`` (2.4) or ``|theta| > theta_threshold`` (12 degrees), strictly:
+    exactly on a threshold is still alive.
+Truncated: ``max_episode_steps`` (500) steps in the episode (Gymnasium's ``TimeLimit``), and only
+    when the step did not also terminate. Gymnasium's ``TimeLimit`` reports both flags when the pole
+    falls on step 500; here ``terminated`` wins, as in every fasttrain game.
+Score: steps survived in the episode (equal to the return, since every step pays 1.0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fasttrain.kernels import Field, GameSpec, rand_float
+
+LEFT, RIGHT = 0, 1
+RESET_BOUND = 0.05  # initial state uniform in [-RESET_BOUND, RESET_BOUND)
+
+
+@dataclass(frozen=True)
+class CartPoleParams:
+    """Mirrors ``[game.cartpole]`` in config.toml; defaults are Gymnasium's ``CartPole-v1``."""
+
+    gravity: float = 9.8
+    masscart: float = 1.0
+    masspole: float = 0.1
+    length: float = 0.5  # half the pole's length
+    force_mag: float = 10.0
+    tau: float = 0.02  # seconds per step
+    x_threshold: float = 2.4
+    theta_threshold: float = 12 * 2 * math.pi / 360  # Gymnasium's theta_threshold_radians
+    max_episode_steps: int = 500
+
+    def __post_init__(self):
+        if self.masscart <= 0 or self.masspole <= 0 or self.length <= 0 or self.tau <= 0:
+            raise ValueError("masscart, masspole, length and tau must be > 0")
+        if self.x_threshold <= 0 or self.theta_threshold <= 0:
+            raise ValueError("x_threshold and theta_threshold must be > 0")
+        if self.max_episode_steps < 0:
+            raise ValueError("max_episode_steps must be >= 0 (0 means no limit)")
+
+
+STATE = (
+    Field("x", lambda p: (), np.float64, "() cart position (m)"),
+    Field("x_dot", lambda p: (), np.float64, "() cart velocity (m/s)"),
+    Field("theta", lambda p: (), np.float64, "() pole angle from upright (rad)"),
+    Field("theta_dot", lambda p: (), np.float64, "() pole angular velocity (rad/s)"),
+    Field("steps", lambda p: (), np.int32, "() steps in this episode"),
+)
+
+
+# ------------------------------------------------------------------------------- sub-steps
+
+
+def accelerations(force, theta, theta_dot, gravity, masscart, masspole, length):
+    """(xacc, thetaacc) of the cart and pole; Gymnasium's formulas in its operation order."""
+    total_mass = masspole + masscart
+    polemass_length = masspole * length
+    costheta = math.cos(theta)
+    sintheta = math.sin(theta)
+    temp = (force + polemass_length * (theta_dot * theta_dot) * sintheta) / total_mass
+    thetaacc = (gravity * sintheta - costheta * temp) / (
+        length * (4.0 / 3.0 - masspole * (costheta * costheta) / total_mass)
+    )
+    xacc = temp - polemass_length * thetaacc * costheta / total_mass
+    return xacc, thetaacc
+
+
+def failed(x, theta, x_threshold, theta_threshold):
+    """True when the cart left the track or the pole fell past the angle limit (strictly)."""
+    return (
+        x < -x_threshold or x > x_threshold or theta < -theta_threshold or theta > theta_threshold
+    )
+
+
+def write_obs(i, obs, x, x_dot, theta, theta_dot):
+    """Round env i's float64 state into its float32 observation row."""
+    obs[i, 0] = x[i]
+    obs[i, 1] = x_dot[i]
+    obs[i, 2] = theta[i]
+    obs[i, 3] = theta_dot[i]
+
+
+# ------------------------------------------------------------------------------- reset, step
+
+
+def reset_one(i, obs, rng, x, x_dot, theta, theta_dot, steps):
+    """Start a new episode in env i: every state variable uniform in [-0.05, 0.05)."""
+    span = 2.0 * RESET_BOUND
+    x[i] = -RESET_BOUND + span * rand_float(rng, i)
+    x_dot[i] = -RESET_BOUND + span * rand_float(rng, i)
+    theta[i] = -RESET_BOUND + span * rand_float(rng, i)
+    theta_dot[i] = -RESET_BOUND + span * rand_float(rng, i)
+    steps[i] = 0
+    write_obs(i, obs, x, x_dot, theta, theta_dot)
+
+
+def step_one(
+    i, actions, obs, rewards, terminated, truncated, score,
+    x, x_dot, theta, theta_dot, steps,
+    gravity, masscart, masspole, length, force_mag, tau, x_threshold, theta_threshold,
+    max_episode_steps,
+):  # fmt: skip
+    """Advance env i by one Euler step of ``tau`` seconds."""
+    force = force_mag if actions[i] == RIGHT else -force_mag
+    xacc, thetaacc = accelerations(
+        force, theta[i], theta_dot[i], gravity, masscart, masspole, length
+    )
+    # explicit Euler: positions move with the old velocities, read before they are updated
+    new_x = x[i] + tau * x_dot[i]
+    new_theta = theta[i] + tau * theta_dot[i]
+    x_dot[i] = x_dot[i] + tau * xacc
+    theta_dot[i] = theta_dot[i] + tau * thetaacc
+    x[i] = new_x
+    theta[i] = new_theta
+    steps[i] += 1
+    score[i] += 1.0
+    dead = failed(new_x, new_theta, x_threshold, theta_threshold)
+    rewards[i] = 1.0
+    terminated[i] = dead
+    truncated[i] = (not dead) and 0 < max_episode_steps <= steps[i]
+    write_obs(i, obs, x, x_dot, theta, theta_dot)
+
+
+# ------------------------------------------------------------------------------- render
+
+
+def obs_bounds(params) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of the observation, float32: Gymnasium's bounds (twice each threshold)."""
+    high = np.array(
+        [params.x_threshold * 2, np.inf, params.theta_threshold * 2, np.inf], dtype=np.float32
+    )
+    return -high, high
+
+
+def render_text(state, params) -> str:
+    """The track as a line: '|' track ends, 'o' the cart, and the pole angle in degrees."""
+    width = 41
+    x, theta = float(state["x"]), float(state["theta"])
+    track = ["-"] * width
+    col = round((x + params.x_threshold) / (2 * params.x_threshold) * (width - 1))
+    track[min(max(col, 0), width - 1)] = "o"
+    lean = "/" if theta > 0.01 else "\\" if theta < -0.01 else "|"  # theta > 0 leans to +x
+    return (
+        f"|{''.join(track)}|\n"
+        f"x={x:+.3f} x_dot={float(state['x_dot']):+.3f} "
+        f"theta={math.degrees(theta):+.2f}deg {lean} theta_dot={float(state['theta_dot']):+.3f} "
+        f"steps={int(state['steps'])}"
+    )
+
+
+SPEC = GameSpec(
+    name="cartpole",
+    params_cls=CartPoleParams,
+    state=STATE,
+    obs_shape=lambda p: (4,),
+    obs_dtype=np.float32,
+    num_actions=2,
+    reset_one=reset_one,
+    step_one=step_one,
+    render_text=render_text,
+)
+
+
+if __name__ == "__main__":  # speed check: python -m fasttrain.games.cartpole [num_envs] [steps]
+    import sys
+    import time
+
+    from fasttrain.kernels import KernelEnv
+
+    num_envs = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
+    num_steps = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    env = KernelEnv(SPEC, num_envs, "cpu", CartPoleParams())
+    env.reset(seed=0)
+    actions = np.random.default_rng(0).integers(0, 2, (num_steps, num_envs), dtype=np.int64)
+    env.step()  # compile (or load from cache) outside the timing
+    start = time.perf_counter()
+    for t in range(num_steps):
+        env.arrays["actions"][:] = actions[t]
+        env.step()
+    elapsed = time.perf_counter() - start
+    print(f"cartpole cpu: {num_envs * num_steps / elapsed:,.0f} env-steps/s ({num_envs} envs)")
