@@ -1,0 +1,118 @@
+"""Shared fixtures: build small environments and put a snake on the board by hand."""
+
+from __future__ import annotations
+
+import os
+
+import numba
+import numpy as np
+import pytest
+import torch
+
+import fasttrain
+
+# Threads for Numba and torch during tests. On a small shared machine, more threads than free cores
+# make every parallel launch wait on descheduled threads (1000x slower for small launches); the
+# tests that need real parallelism raise it themselves (see ``parallel_threads``).
+TEST_THREADS = int(os.environ.get("FASTTRAIN_TEST_THREADS", "1"))
+
+# Head displacement (row, col) per direction, as the snake docstring documents it.
+DELTA = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}
+
+
+class SnakeBoard:
+    """Helpers to set a snake's state by hand and to read it back.
+
+    Observations are only rewritten by ``step``/``reset``: set the state, step, then check.
+    """
+
+    DELTA = DELTA
+
+    @staticmethod
+    def make(backend: str = "cpu", num_envs: int = 1, seed: int = 0, **params):
+        """A snake VecEnv (the board defaults to 5x5 to keep hand-worked cases small)."""
+        params = {"height": 5, "width": 5, **params}
+        return fasttrain.make("snake", num_envs=num_envs, backend=backend, seed=seed, **params)
+
+    @staticmethod
+    def set(env, cells, direction, fruit, i: int = 0, tail: int = 0):
+        """Put a snake on env ``i``: ``cells`` are (row, col) tail first, head last.
+
+        ``fruit`` is a (row, col) or None (no fruit); ``tail`` is the ring slot of the tail cell,
+        so a non-zero value makes the body wrap around the ring buffer. Grid, counters and the
+        running episode's score/return/length are written consistently.
+        """
+        st, w = env.state, env.params.width
+        num_cells = env.params.height * w
+        st["grid"][i] = 0
+        st["body"][i] = 0
+        for k, (r, c) in enumerate(cells):
+            assert 0 <= r < env.params.height and 0 <= c < w, (r, c)
+            st["body"][i, (tail + k) % num_cells] = r * w + c
+            st["grid"][i, r * w + c] = 1
+        st["tail"][i] = tail
+        st["length"][i] = len(cells)
+        st["direction"][i] = direction
+        st["fruit"][i] = -1 if fruit is None else fruit[0] * w + fruit[1]
+        st["steps_since_food"][i] = 0
+        st["steps"][i] = 0
+        for name in ("score", "ep_return", "ep_length"):
+            env.core.arrays[name][i] = 0
+
+    @staticmethod
+    def cells(env, i: int = 0) -> list[tuple[int, int]]:
+        """The snake of env ``i`` as (row, col) cells, tail first, read from the state."""
+        st, w = env.state, env.params.width
+        num_cells = env.params.height * w
+        tail, length = int(st["tail"][i]), int(st["length"][i])
+        out = []
+        for k in range(length):
+            cell = int(st["body"][i, (tail + k) % num_cells])
+            out.append((cell // w, cell % w))
+        return out
+
+    @staticmethod
+    def fruit(env, i: int = 0):
+        """The fruit of env ``i`` as (row, col), or None."""
+        f = int(env.state["fruit"][i])
+        return None if f < 0 else (f // env.params.width, f % env.params.width)
+
+    @staticmethod
+    def expected_obs(height, width, cells, fruit) -> np.ndarray:
+        """The observation the docstring specifies for a snake (tail first) and a fruit."""
+        obs = np.zeros((4, height, width), dtype=np.uint8)
+        for k, (r, c) in enumerate(cells):
+            obs[0, r, c] = 1
+            obs[3, r, c] = min(k + 1, 255)
+        obs[1, cells[-1][0], cells[-1][1]] = 1
+        if fruit is not None:
+            obs[2, fruit[0], fruit[1]] = 1
+        return obs
+
+
+@pytest.fixture(scope="session")
+def snake() -> SnakeBoard:
+    """Snake helpers: ``make``, ``set``, ``cells``, ``fruit``, ``expected_obs``."""
+    return SnakeBoard()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _few_threads():
+    """Run the suite with ``TEST_THREADS`` Numba and torch threads."""
+    numba_threads, torch_threads = numba.get_num_threads(), torch.get_num_threads()
+    numba.set_num_threads(min(TEST_THREADS, numba.config.NUMBA_NUM_THREADS))
+    torch.set_num_threads(TEST_THREADS)
+    yield
+    numba.set_num_threads(numba_threads)
+    torch.set_num_threads(torch_threads)
+
+
+@pytest.fixture
+def parallel_threads():
+    """Two Numba threads for one test (skipped where Numba may only use one)."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba is limited to one thread here")
+    previous = numba.get_num_threads()
+    numba.set_num_threads(2)
+    yield 2
+    numba.set_num_threads(previous)
