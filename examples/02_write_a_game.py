@@ -43,7 +43,9 @@ class CatchParams:
     """Tunable numbers; `fasttrain.make("catch", rows=12)` overrides them by name."""
 
     rows: int = 10
+    """board rows (the ball falls rows - 1 steps)"""
     cols: int = 5
+    """board columns"""
 
     def __post_init__(self):
         if self.rows < 2 or self.cols < 2:

@@ -37,14 +37,23 @@ class CartPoleParams:
     """Mirrors ``[game.cartpole]`` in config.toml; defaults are Gymnasium's ``CartPole-v1``."""
 
     gravity: float = 9.8
+    """gravitational acceleration (m/s^2)"""
     masscart: float = 1.0
+    """mass of the cart (kg)"""
     masspole: float = 0.1
-    length: float = 0.5  # half the pole's length
+    """mass of the pole (kg)"""
+    length: float = 0.5
+    """half the pole's length (m), as in Gymnasium"""
     force_mag: float = 10.0
-    tau: float = 0.02  # seconds per step
+    """force of one push (N)"""
+    tau: float = 0.02
+    """seconds per step (Euler integration)"""
     x_threshold: float = 2.4
-    theta_threshold: float = 12 * 2 * math.pi / 360  # Gymnasium's theta_threshold_radians
+    """terminate when |x| exceeds this (m)"""
+    theta_threshold: float = 12 * 2 * math.pi / 360
+    """terminate when |theta| exceeds this (rad; 12 degrees)"""
     max_episode_steps: int = 500
+    """truncate episodes at this many steps (0: no limit)"""
 
     def __post_init__(self):
         if self.masscart <= 0 or self.masspole <= 0 or self.length <= 0 or self.tau <= 0:
