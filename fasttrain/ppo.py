@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import fasttrain
 from fasttrain.config import Config, ConfigError, PPOConfig
-from fasttrain.kernels.gae import gae_cpu
+from fasttrain.kernels.gae import gae_cpu, gae_cuda
 from fasttrain.policy import make_policy
 
 __all__ = ["PPOConfig", "Trainer", "train", "benchmark_training", "learner_ceiling"]
@@ -29,12 +29,18 @@ __all__ = ["PPOConfig", "Trainer", "train", "benchmark_training", "learner_ceili
 def resolve_device(name: str) -> torch.device:
     """``auto`` → cuda when usable, else cpu; ``cuda`` without a GPU fails with one line."""
     from fasttrain.kernels import cuda_available
-    from fasttrain.kernels.cuda import cuda_problem
+    from fasttrain.kernels.cuda import cuda_problem, simulator
 
     if name == "auto":
-        name = "cuda" if cuda_available() else "cpu"
-    if name == "cuda" and not cuda_available():
-        raise ConfigError(f"device 'cuda' is not available: {cuda_problem()}")
+        name = "cuda" if cuda_available() and torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        problem = cuda_problem()
+        if problem is None and simulator():
+            problem = "the CUDA simulator runs environments only; the learner needs a real GPU"
+        elif problem is None and not torch.cuda.is_available():
+            problem = "torch was built without CUDA; install a CUDA build of torch"
+        if problem:
+            raise ConfigError(f"device 'cuda' is not available: {problem}")
     if name not in ("cpu", "cuda"):
         raise ConfigError(f"unknown device {name!r}; valid: auto, cpu, cuda")
     return torch.device(name)
@@ -143,7 +149,10 @@ class Trainer:
                 self.actions[t] = action
                 self.values[t] = value
                 t1 = time.perf_counter()
-                env.step(action, obs_out=self.obs[t + 1], final_obs_out=self.final_obs[t])
+                # actions come from an argmax over num_actions logits, so they are in range:
+                # skip the check that would cost a host sync per step on cuda
+                env.step(action, obs_out=self.obs[t + 1], final_obs_out=self.final_obs[t],
+                         check=False)
                 self.rewards[t] = env.rewards
                 self.terminated[t] = env.terminated
                 self.truncated[t] = env.truncated
@@ -167,8 +176,9 @@ class Trainer:
             gae_cpu(self.rewards.numpy(), self.values.numpy(), last_values.numpy(),
                     self.final_values.numpy(), self.terminated.numpy(), self.truncated.numpy(),
                     args.gamma, args.gae_lambda, self.advantages.numpy(), self.returns.numpy())  # fmt: skip
-        else:  # pragma: no cover - the cuda GAE kernel lands with the cuda backend
-            raise NotImplementedError("GAE on cuda arrives with the cuda backend")
+        else:  # numba reads torch's CUDA tensors through __cuda_array_interface__, no copy
+            gae_cuda(self.rewards, self.values, last_values, self.final_values, self.terminated,
+                     self.truncated, args.gamma, args.gae_lambda, self.advantages, self.returns)  # fmt: skip
         self.timers.forward += time.perf_counter() - t0
 
     # --------------------------------------------------------------------------- UPDATE

@@ -65,13 +65,15 @@ class VecEnv:
         self.core.reset(seed)
         return self.obs
 
-    def step(self, actions=None, obs_out=None, final_obs_out=None):
+    def step(self, actions=None, obs_out=None, final_obs_out=None, check: bool = True):
         """Step every env; ``actions`` (N,) integers in ``[0, num_actions)``.
 
         With ``actions=None`` the actions already in ``env.actions`` are used. ``obs_out`` and
         ``final_obs_out`` redirect the observations (and, for rows whose episode ended, the final
-        observations) into tensors the caller owns, e.g. slots of a rollout buffer. Returns
-        ``(obs, rewards, terminated, truncated)``, views of the kernel buffers.
+        observations) into tensors the caller owns, e.g. slots of a rollout buffer.
+        ``check=False`` skips the range check that costs a host sync on cuda (the CPU backends
+        check inside the kernel for free). Returns ``(obs, rewards, terminated, truncated)``,
+        views of the kernel buffers.
         """
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
@@ -79,7 +81,7 @@ class VecEnv:
             args = self.core._step_args
         else:
             args = self._args_for(obs_out, final_obs_out)
-        bad = self.core.step(args)
+        bad = self.core.step(args, check)
         if bad >= 0:
             raise ValueError(
                 f"action {int(self.actions[bad])} for env {bad} is out of range: "

@@ -123,7 +123,8 @@ def place_fruit(i, rng, grid, fruit, length, cells):
 
 def write_obs(i, obs_flat, body, tail, length, fruit, cells):
     """Write the full observation of env i from its state (flat index: channel * cells + cell)."""
-    obs_flat[i, :] = 0
+    for k in range(obs_flat.shape[1]):  # explicit loops: faster than slice fill, and portable
+        obs_flat[i, k] = 0
     n = length[i]
     slot = tail[i]
     for k in range(n):
@@ -147,7 +148,8 @@ def reset_one(
 ):
     """Start a new episode in env i: a length-3 snake and one fruit."""
     cells = height * width
-    grid[i, :] = 0
+    for cell in range(cells):
+        grid[i, cell] = 0
     d = rand_int(rng, i, 4)
     if d == UP:  # the body trails below the head, so the head row is at most height - 3
         r, c = rand_int(rng, i, height - 2), rand_int(rng, i, width)

@@ -34,6 +34,7 @@ class PythonBackend:
     name = "python"
     xp = np
     device = "cpu"
+    validates_in_kernel = True  # step_all checks every action before it changes anything
 
     def __init__(self):
         self._cache: dict[str, Launchers] = {}
@@ -113,13 +114,10 @@ def get_backend(name: str):
 
 
 def cuda_available() -> bool:
-    """True when a CUDA GPU and the ``cuda`` extra (numba-cuda, CuPy) are usable."""
-    try:
-        from .cuda import cuda_problem
+    """True when a real CUDA GPU and the ``cuda`` extra (numba-cuda, CuPy) are usable."""
+    from .cuda import cuda_problem, simulator
 
-        return cuda_problem() is None
-    except ImportError:
-        return False
+    return not simulator() and cuda_problem() is None
 
 
 def resolve_backend(name: str) -> str:

@@ -117,11 +117,18 @@ class KernelEnv:
         self.backend.launch_reset(self.launchers, self._reset_args, self.num_envs)
         return self.arrays["obs"]
 
-    def step(self, args=None) -> int:
+    def step(self, args=None, check: bool = True) -> int:
         """One step of every env with the actions in ``arrays['actions']``.
 
         Returns -1, or the index of the first out-of-range action (nothing was changed then).
+        ``check=False`` skips the host-side check on backends that cannot check inside the
+        kernel (cuda), for callers whose actions are in range by construction.
         """
+        if check and not self.backend.validates_in_kernel:
+            actions = self.arrays["actions"]
+            bad = self.xp.flatnonzero((actions < 0) | (actions >= self.spec.num_actions))
+            if bad.size:
+                return int(bad[0])
         return self.backend.launch_step(self.launchers, args or self._step_args, self.num_envs)
 
     def stats(self) -> dict:

@@ -2,14 +2,36 @@
 
 Traces are cut at ``terminated | truncated``. A terminated step bootstraps from 0; a truncated
 step bootstraps from ``final_values`` (the value of ``final_obs``, the true next state that the
-auto-reset replaced), which CleanRL's PPO omits (cleanrl #198).
+auto-reset replaced), which CleanRL's PPO omits (cleanrl #198). ``gae_env`` is the per-env scalar
+source; ``gae`` runs it over environments (plain Python: the reference), ``gae_cpu`` is that loop
+compiled by Numba, and ``gae_cuda`` launches it one thread per environment.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange  # plain range when called from Python: `gae` itself is the reference
+from numba import prange  # plain range when called from Python
+
+
+def gae_env(i, rewards, values, last_values, final_values, terminated, truncated, gamma,
+            gae_lambda, advantages, returns):  # fmt: skip
+    """Advantages and returns of environment ``i``, backwards in time."""
+    next_advantage = 0.0
+    next_value = np.float64(last_values[i])
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        if terminated[t, i]:
+            bootstrap, keep = 0.0, 0.0
+        elif truncated[t, i]:
+            bootstrap, keep = np.float64(final_values[t, i]), 0.0
+        else:
+            bootstrap, keep = next_value, 1.0
+        value = np.float64(values[t, i])
+        delta = rewards[t, i] + gamma * bootstrap - value
+        next_advantage = delta + gamma * gae_lambda * keep * next_advantage
+        advantages[t, i] = next_advantage
+        returns[t, i] = next_advantage + value
+        next_value = value
 
 
 def gae(rewards, values, last_values, final_values, terminated, truncated, gamma, gae_lambda,
@@ -24,23 +46,43 @@ def gae(rewards, values, last_values, final_values, terminated, truncated, gamma
         gamma, gae_lambda: discount and trace decay.
         advantages, returns: float32 ``(T, N)`` outputs.
     """
-    num_steps, num_envs = rewards.shape
-    for i in prange(num_envs):
-        next_advantage = 0.0
-        next_value = np.float64(last_values[i])
-        for t in range(num_steps - 1, -1, -1):
-            if terminated[t, i]:
-                bootstrap, keep = 0.0, 0.0
-            elif truncated[t, i]:
-                bootstrap, keep = np.float64(final_values[t, i]), 0.0
-            else:
-                bootstrap, keep = next_value, 1.0
-            value = np.float64(values[t, i])
-            delta = rewards[t, i] + gamma * bootstrap - value
-            next_advantage = delta + gamma * gae_lambda * keep * next_advantage
-            advantages[t, i] = next_advantage
-            returns[t, i] = next_advantage + value
-            next_value = value
+    for i in prange(rewards.shape[1]):
+        gae_env(i, rewards, values, last_values, final_values, terminated, truncated, gamma,
+                gae_lambda, advantages, returns)  # fmt: skip
 
 
-gae_cpu = numba.njit(gae, parallel=True, cache=True, error_model="numpy")
+_gae_env_cpu = numba.njit(gae_env, inline="always", error_model="numpy")
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy")
+def gae_cpu(rewards, values, last_values, final_values, terminated, truncated, gamma, gae_lambda,
+            advantages, returns):  # fmt: skip
+    """``gae`` compiled for the CPU, parallel over environments (same arguments)."""
+    for i in prange(rewards.shape[1]):
+        _gae_env_cpu(i, rewards, values, last_values, final_values, terminated, truncated, gamma,
+                     gae_lambda, advantages, returns)  # fmt: skip
+
+
+cuda = None  # numba.cuda, imported on first use; a module global so the simulator can swap it
+_gae_env_cuda = None
+_gae_kernel_cuda = None
+
+
+def _gae_kernel(rewards, values, last_values, final_values, terminated, truncated, gamma,
+                gae_lambda, advantages, returns):  # fmt: skip
+    i = cuda.grid(1)
+    if i < rewards.shape[1]:
+        _gae_env_cuda(i, rewards, values, last_values, final_values, terminated, truncated, gamma,
+                      gae_lambda, advantages, returns)  # fmt: skip
+
+
+def gae_cuda(*args, threads: int = 256):
+    """``gae`` on the GPU (or Numba's simulator), one thread per environment (same arguments)."""
+    global cuda, _gae_env_cuda, _gae_kernel_cuda
+    if _gae_kernel_cuda is None:
+        from numba import cuda
+
+        _gae_env_cuda = cuda.jit(device=True)(gae_env)
+        _gae_kernel_cuda = cuda.jit(_gae_kernel)
+    num_envs = args[0].shape[1]
+    _gae_kernel_cuda[(num_envs + threads - 1) // threads, threads](*args)
