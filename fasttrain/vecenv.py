@@ -116,7 +116,8 @@ class VecEnv:
     def _args_for(self, obs_out, final_obs_out) -> tuple:
         obs_out = self.obs if obs_out is None else obs_out
         final_obs_out = self.final_obs if final_obs_out is None else final_obs_out
-        key = (obs_out.data_ptr(), final_obs_out.data_ptr())
+        key = tuple((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+                    for t in (obs_out, final_obs_out))  # fmt: skip
         args = self._out_args.get(key)
         if args is None:  # first use of these tensors: check them once, then reuse the args
             arrays = [self._backend_array(t, name) for t, name in

@@ -115,11 +115,6 @@ def test_bad_obs_out_raises_before_stepping(snake, make_out, error):
     _assert_unchanged(env, snapshot)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="VecEnv._args_for caches checked args by data_ptr alone, so a tensor of another "
-    "shape starting at an address used before skips the checks",
-)
 def test_bad_obs_out_at_a_previously_used_address_raises(snake):
     env = snake.make("cpu", num_envs=8)
     storage = torch.zeros((3, 8, *env.obs_shape), dtype=env.obs_dtype)
