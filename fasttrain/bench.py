@@ -40,8 +40,23 @@ FULL_SWEEP = {
 QUICK_SWEEP = {"python": [64], "cpu": [256, 4096], "cuda": [4096, 65536]}
 # One benchmark_training call builds a trainer and runs a warm-up iteration, the timed iterations
 # and the learner ceiling, so training repeats are whole calls and there are fewer of them.
-FULL = dict(repeats=5, seconds=1.0, train_iterations=10, train_repeats=3, sb3_n_steps=2048)
-QUICK = dict(repeats=3, seconds=0.25, train_iterations=1, train_repeats=1, sb3_n_steps=128)
+# --quick trains 64 envs instead of the default config's batch, which alone takes a minute here.
+FULL = dict(
+    repeats=5,
+    seconds=1.0,
+    train_iterations=10,
+    train_repeats=3,
+    train_num_envs=None,
+    sb3_n_steps=2048,
+)
+QUICK = dict(
+    repeats=3,
+    seconds=0.25,
+    train_iterations=1,
+    train_repeats=1,
+    train_num_envs=64,
+    sb3_n_steps=128,
+)
 ACTION_POOL_BYTES = 16 << 20  # random actions drawn beforehand and cycled, at most this much
 TRAIN_KEYS = ("sps", "time_env", "time_forward", "time_learn", "time_other", "ceiling_sps")
 
@@ -390,10 +405,16 @@ def write_plot(path: str, rows: list[dict], machine: dict) -> None:
     for (game, backend), points in sorted(lines.items()):
         points.sort(key=lambda r: r["num_envs"])
         x = [r["num_envs"] for r in points]
-        ax.plot(x, [r["sps_median"] for r in points], marker="o", label=f"{game} / {backend}")
+        (line,) = ax.plot(
+            x, [r["sps_median"] for r in points], marker="o", label=f"{game} / {backend}"
+        )
         if len(points) > 1:
             ax.fill_between(
-                x, [r["sps_min"] for r in points], [r["sps_max"] for r in points], alpha=0.15
+                x,
+                [r["sps_min"] for r in points],
+                [r["sps_max"] for r in points],
+                alpha=0.15,
+                color=line.get_color(),
             )
     for r in rows:
         if r["kind"] == "baseline":
@@ -507,7 +528,14 @@ def parse_num_envs(ctx, param, value):
     type=click.IntRange(min=1),
     default=None,
     hidden=True,
-    help="PPO iterations per training repeat (default 10, quick 2).",
+    help="PPO iterations per training call (default 10, quick 1).",
+)
+@click.option(
+    "--train-num-envs",
+    type=click.IntRange(min=1),
+    default=None,
+    hidden=True,
+    help="num_envs for training instead of the game's default config (for tests).",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 def bench(
@@ -521,6 +549,7 @@ def bench(
     repeats,
     seconds,
     train_iterations,
+    train_num_envs,
     seed,
 ):
     """Measure env-steps/s, PPO SPS, a per-step baseline and peers, and print a table."""
@@ -565,6 +594,8 @@ def bench(
     repeats = repeats or preset["repeats"]
     seconds = seconds or preset["seconds"]
     train_iterations = train_iterations or preset["train_iterations"]
+    train_repeats = min(repeats, preset["train_repeats"])
+    train_num_envs = train_num_envs or preset["train_num_envs"]
     backends = ["python", "cpu"] + (["cuda"] if device == "cuda" else [])
     sweep = {b: num_envs or (QUICK_SWEEP if quick else FULL_SWEEP)[b] for b in backends}
 
@@ -611,7 +642,9 @@ def bench(
             # ---- end-to-end training and the learner-only ceiling
             progress(f"{game} {device}: PPO training ({train_iterations} iterations)")
             try:
-                results = bench_train(game, device, train_iterations, repeats)
+                results = bench_train(
+                    game, device, train_iterations, train_repeats, train_num_envs, seed
+                )
             except ImportError as exc:
                 skip(f"train {game}", f"fasttrain.ppo.benchmark_training not available ({exc})")
             except Exception as exc:  # a broken trainer should not lose the other figures
@@ -624,7 +657,9 @@ def bench(
                     device,
                     results[0].get("num_envs", 0),
                     [r["sps"] for r in results],
-                    "env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}".format(*split.values()),
+                    "env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}".format(
+                        *split.values(), "" if train_num_envs is None else " (num_envs set)"
+                    ),
                     batch_size=results[0].get("batch_size"),
                     iterations=train_iterations,
                     **split,
@@ -706,6 +741,10 @@ def bench(
     for s in skipped:
         click.echo(f"skipped {s['what']}: {s['reason']}")
     elapsed = time.perf_counter() - started
+    machine["load_average_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    load = machine["load_average_at_start"]
+    if load and load[0] > 0.5 * (machine["cpu_affinity"] or machine["cpu_count"] or 1):
+        click.echo(f"note: load average {load[0]:.1f} at start; other work shared the CPU")
     click.echo(f"\ntotal {elapsed:.0f} s")
     settings = {
         "games": game_names,
@@ -716,6 +755,8 @@ def bench(
         "repeats": repeats,
         "seconds_per_repeat": seconds,
         "train_iterations": train_iterations,
+        "train_repeats": train_repeats,
+        "train_num_envs": train_num_envs or "default config",
         "sb3_n_steps": preset["sb3_n_steps"],
         "seed": seed,
     }
