@@ -45,7 +45,7 @@ def load_agent(path, game: str | None = None):
     """A greedy ``obs -> actions`` callable from a run directory, and the game's params."""
     from fasttrain import config as cfg
     from fasttrain import games
-    from fasttrain.policy import make_policy
+    from fasttrain.policy import make_policy, make_q_network
 
     state = load(path)
     config = cfg.from_dict(cfg.tomllib.loads(state["config"]))
@@ -53,12 +53,19 @@ def load_agent(path, game: str | None = None):
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
     spec = games.get(config.game.name)
     params = config.game_params()
-    policy = make_policy(spec.obs_shape(params), spec.obs_dtype, spec.num_actions, config.model)
+    shape = spec.obs_shape(params)
+    if config.run.algo == "dqn":
+        dueling = config.learner("dqn").dueling
+        policy = make_q_network(shape, spec.obs_dtype, spec.num_actions, config.model,
+                                dueling=dueling)  # fmt: skip
+    else:
+        policy = make_policy(shape, spec.obs_dtype, spec.num_actions, config.model)
     policy.load_state_dict(state["model"])
     policy.eval()
 
     def act(obs: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
-            return policy(obs)[0].argmax(dim=1)
+            out = policy(obs)  # PPO: (logits, values); DQN: Q-values
+            return (out[0] if isinstance(out, tuple) else out).argmax(dim=1)
 
     return act, vars(params)

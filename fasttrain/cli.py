@@ -16,7 +16,7 @@ def main():
 
 @main.command()
 @click.option("--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]")
-@click.option("--algo", type=click.Choice(["ppo"]), default=None, help="Learning algorithm.")
+@click.option("--algo", type=click.Choice(["ppo", "dqn"]), default=None, help="Learning algorithm.")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Total environment steps (with --resume: the new total).")
 @click.option("--num-envs", type=click.IntRange(min=1), default=None, help="Parallel environments.")
@@ -54,7 +54,8 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
         if learner:  # per-game section, so it wins over the game's tuned defaults
             config = cfg.from_dict(cfg.merge(cfg.merge(cfg.merge(base, cfg.parse_set(sets)),
                                                        overrides),
-                                             {"game": {config.game.name: {"ppo": learner}}}))
+                                             {"game": {config.game.name:
+                                                       {config.run.algo: learner}}}))
         run_training(config, out=out, resume=resume)
     except cfg.ConfigError as exc:
         raise click.ClickException(str(exc)) from None

@@ -1,7 +1,8 @@
 """Run configuration: frozen dataclasses whose defaults equal ``config.toml``.
 
-Sections: ``[run]``, ``[game]``, ``[game.<name>]`` (the game's params), ``[ppo]``, ``[model]``,
-``[log]``, and per-game learner overrides in ``[game.<name>.ppo]``. Every field's docstring is
+Sections: ``[run]``, ``[game]``, ``[game.<name>]`` (the game's params), ``[ppo]``, ``[dqn]``,
+``[model]``, ``[log]``, and per-game learner overrides in ``[game.<name>.ppo]`` and
+``[game.<name>.dqn]``. Every field's docstring is
 its documentation, its comment in config.toml and its ``--set`` help.
 """
 
@@ -30,7 +31,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class RunConfig:
     algo: str = "ppo"
-    """learning algorithm: ppo"""
+    """learning algorithm: ppo | dqn"""
     seed: int = 0
     """seed of the environments, the network and the sampling"""
     device: str = "auto"
@@ -90,6 +91,56 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
+class DQNConfig:
+    total_timesteps: int = 500_000
+    """environment steps to train for (--steps)"""
+    num_envs: int = 128
+    """parallel environments"""
+    num_steps: int = 64
+    """vectorised steps per iteration (the unit of logging and run.checkpoint_interval)"""
+    buffer_size: int = 100_000
+    """replay capacity in transitions (rounded down to whole steps of num_envs envs)"""
+    learning_starts: int = 10_000
+    """environment steps of random-ish acting before the first update"""
+    train_frequency: int = 4
+    """vectorised steps between updates (each adds num_envs transitions; divides num_steps)"""
+    gradient_steps: int = 1
+    """gradient steps per update"""
+    batch_size: int = 256
+    """transitions sampled per gradient step"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate"""
+    gamma: float = 0.99
+    """discount factor"""
+    target_network_frequency: int = 10_000
+    """environment steps between target network updates"""
+    tau: float = 1.0
+    """target update rate (1: copy the online network)"""
+    start_e: float = 1.0
+    """exploration epsilon at the start"""
+    end_e: float = 0.05
+    """exploration epsilon at the end of the schedule"""
+    exploration_fraction: float = 0.5
+    """fraction of total_timesteps over which epsilon decays linearly from start_e to end_e"""
+    n_step: int = 1
+    """n-step returns (cut at episode ends; truncation bootstraps from the final observation)"""
+    double_q: bool = False
+    """Double DQN: the online network picks the next action, the target network values it"""
+    dueling: bool = False
+    """dueling heads: Q = V + A - mean(A)"""
+    prioritized: bool = False
+    """prioritized replay, proportional to |TD error|^prio_alpha"""
+    prio_alpha: float = 0.6
+    """priority exponent"""
+    prio_beta: float = 0.4
+    """importance-sampling exponent at the start, annealed linearly to 1"""
+    loss: str = "mse"
+    """huber | mse: TD loss"""
+    max_grad_norm: float = 10.0
+    """gradient norm clipping"""
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     kind: str = "auto"
     """auto | mlp | cnn (auto: cnn for (C, H, W) observations on cuda, mlp otherwise)"""
@@ -111,19 +162,34 @@ class LogConfig:
     """show a progress bar when stdout is a terminal"""
 
 
-SECTIONS = {"run": RunConfig, "game": GameConfig, "ppo": PPOConfig, "model": ModelConfig,
-            "log": LogConfig}  # fmt: skip
-LEARNER_SECTIONS = ("ppo",)  # may be overridden per game in [game.<name>.<section>]
+SECTIONS = {"run": RunConfig, "game": GameConfig, "ppo": PPOConfig, "dqn": DQNConfig,
+            "model": ModelConfig, "log": LogConfig}  # fmt: skip
+LEARNER_SECTIONS = ("ppo", "dqn")  # may be overridden per game in [game.<name>.<section>]
 CHOICES = {
-    ("run", "algo"): ("ppo",),
+    ("run", "algo"): ("ppo", "dqn"),
     ("run", "device"): ("auto", "cpu", "cuda"),
     ("run", "amp"): ("off", "bf16", "fp16"),
     ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
     ("model", "kind"): ("auto", "mlp", "cnn"),
     ("model", "activation"): ("tanh", "relu"),
+    ("dqn", "loss"): ("huber", "mse"),
 }
-# Per-game tuned learner settings: the defaults of [game.<name>.ppo] (also in config.toml).
-GAME_DEFAULTS: dict[str, dict[str, dict]] = {}
+# Per-game tuned learner settings: the defaults of [game.<name>.ppo] and [game.<name>.dqn]
+# (also in config.toml). CartPole's DQN values pass tests/fasttrain/test_dqn.py's learning test.
+GAME_DEFAULTS: dict[str, dict[str, dict]] = {
+    "cartpole": {
+        "dqn": {
+            "num_envs": 16,
+            "num_steps": 32,
+            "buffer_size": 20_000,
+            "train_frequency": 1,
+            "batch_size": 128,
+            "target_network_frequency": 500,
+            "n_step": 3,
+            "double_q": True,
+        }
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -131,10 +197,11 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     game: GameConfig = field(default_factory=GameConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     log: LogConfig = field(default_factory=LogConfig)
     games: dict = field(default_factory=dict)
-    """per game: {"params": {...}, "ppo": {...}} as given in [game.<name>] sections"""
+    """per game: {"params": {...}, "ppo": {...}, "dqn": {...}} as given in [game.<name>] sections"""
 
     def game_params(self):
         """The chosen game's params object (defaults plus [game.<name>] overrides)."""
@@ -320,12 +387,44 @@ def validate(config: Config) -> None:
     for section, key in (("run", "torch_threads"), ("run", "numba_threads")):
         if getattr(getattr(config, section), key) < 0:
             raise ConfigError(f"{section}.{key} must be >= 0")
+    validate_dqn(config.learner("dqn"))
     if config.run.checkpoint_interval < 1:
         raise ConfigError("run.checkpoint_interval must be >= 1")
     if config.model.hidden < 1 or config.model.layers < 1 or config.model.channels < 1:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
     if config.log.interval_s <= 0:
         raise ConfigError("log.interval_s must be > 0")
+
+
+def validate_dqn(dqn: DQNConfig) -> None:
+    """Ranges and replay sizes of a DQN config; raise ConfigError with one line."""
+    positive = ("total_timesteps", "num_envs", "num_steps", "buffer_size", "train_frequency",
+                "gradient_steps", "batch_size", "target_network_frequency", "n_step")  # fmt: skip
+    for key in positive:
+        if getattr(dqn, key) < 1:
+            raise ConfigError(f"dqn.{key} must be >= 1, got {getattr(dqn, key)}")
+    if dqn.learning_starts < 0:
+        raise ConfigError(f"dqn.learning_starts must be >= 0, got {dqn.learning_starts}")
+    if dqn.num_steps % dqn.train_frequency:
+        raise ConfigError(f"dqn.num_steps = {dqn.num_steps} is not a multiple of "
+                          f"dqn.train_frequency = {dqn.train_frequency}")  # fmt: skip
+    if dqn.buffer_size < dqn.num_envs * dqn.n_step:
+        need = dqn.num_envs * dqn.n_step
+        raise ConfigError(f"dqn.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
+                          f"steps of num_envs = {dqn.num_envs} envs (>= {need})")  # fmt: skip
+    if dqn.learning_starts >= dqn.total_timesteps:
+        raise ConfigError(f"dqn.learning_starts = {dqn.learning_starts} >= total_timesteps = "
+                          f"{dqn.total_timesteps}: no update would ever run")  # fmt: skip
+    for key in ("gamma", "start_e", "end_e", "exploration_fraction", "prio_beta"):
+        if not 0.0 <= getattr(dqn, key) <= 1.0:
+            raise ConfigError(f"dqn.{key} must be in [0, 1], got {getattr(dqn, key)}")
+    if not 0.0 < dqn.tau <= 1.0:
+        raise ConfigError(f"dqn.tau must be in (0, 1], got {dqn.tau}")
+    for key in ("learning_rate", "max_grad_norm"):
+        if getattr(dqn, key) <= 0:
+            raise ConfigError(f"dqn.{key} must be > 0, got {getattr(dqn, key)}")
+    if dqn.prio_alpha < 0:
+        raise ConfigError(f"dqn.prio_alpha must be >= 0, got {dqn.prio_alpha}")
 
 
 # ------------------------------------------------------------------------------- writing
@@ -365,7 +464,8 @@ def to_toml(config: Config, header: str = "") -> str:
                     values = {**GAME_DEFAULTS.get(game, {}).get(section, {}),
                               **entry.get(section, {})}  # fmt: skip
                     if values:
-                        _table(lines, f"game.{game}.{section}", values, {})
+                        _table(lines, f"game.{game}.{section}", values,
+                               field_docs(SECTIONS[section]))  # fmt: skip
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
@@ -373,7 +473,8 @@ CONFIG_HEADER = """\
 # fasttrain configuration: every key with its default. The code holds the same defaults
 # (tests/fasttrain/test_config.py checks it), so no file is needed to run.
 # Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
-# [game.<name>] sets that game's parameters; [game.<name>.ppo] overrides [ppo] for that game."""
+# [game.<name>] sets that game's parameters; [game.<name>.ppo] and [game.<name>.dqn] override
+# [ppo] and [dqn] for that game."""
 
 
 if __name__ == "__main__":  # regenerate the repository's config.toml: python -m fasttrain.config

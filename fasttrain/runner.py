@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import os
 import sys
@@ -14,12 +15,17 @@ import click
 from fasttrain import checkpoint
 from fasttrain.config import CONFIG_HEADER, Config, ConfigError, to_toml
 
+# The columns of a PPO run's metrics.csv; other algorithms put their own losses/... in the middle.
 METRICS = (
     "global_step", "time_s", "sps", "charts/episodic_return", "charts/episodic_length",
     "charts/score", "charts/learning_rate", "losses/policy_loss", "losses/value_loss",
     "losses/entropy", "losses/approx_kl", "losses/clipfrac",
     "time/env", "time/forward", "time/learn", "time/other",
 )  # fmt: skip
+# Short names of loss columns in the log line; other keys print their last path component.
+SHORT = {"losses/policy_loss": "pg", "losses/value_loss": "v", "losses/entropy": "ent",
+         "losses/approx_kl": "kl", "losses/clipfrac": "clip", "losses/td_loss": "td",
+         "losses/q_values": "q", "charts/epsilon": "eps"}  # fmt: skip
 
 
 def default_out(config: Config) -> Path:
@@ -34,7 +40,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
     """Train with ``config`` into the run directory ``out`` (or continue ``resume``)."""
-    from fasttrain.ppo import Trainer
+    Trainer = importlib.import_module(f"fasttrain.{config.run.algo}").Trainer
 
     state = None
     if resume is not None:
@@ -51,15 +57,22 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
     args = trainer.args
-    echo(f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
-         f"{args.num_envs} envs x {args.num_steps} steps = batch {trainer.batch_size} | "
+    if hasattr(args, "buffer_size"):
+        shape = (f"{args.num_envs} envs x {args.num_steps} steps per iteration | replay "
+                 f"{args.buffer_size:,}, batch {trainer.batch_size}")  # fmt: skip
+    else:
+        shape = f"{args.num_envs} envs x {args.num_steps} steps = batch {trainer.batch_size}"
+    echo(f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | {shape} | "
          f"{args.total_timesteps:,} steps | run dir {out}")  # fmt: skip
 
-    new_file = state is None or not (out / "metrics.csv").exists()
-    metrics_file = open(out / "metrics.csv", "w" if new_file else "a", newline="")
-    writer = csv.DictWriter(metrics_file, fieldnames=METRICS)
-    if new_file:
-        writer.writeheader()
+    metrics_path = out / "metrics.csv"
+    new_file = state is None or not metrics_path.exists()
+    columns = None
+    if not new_file:  # appending: keep the file's columns
+        with open(metrics_path, newline="") as f:
+            columns = next(csv.reader(f), None)
+    metrics_file = open(metrics_path, "w" if new_file else "a", newline="")
+    writer = None  # made at the first row: its columns follow the algorithm's losses
     time_offset = state.get("time_s", 0.0) if state else 0.0
     start = time.perf_counter()
     last_log_time, last_log_step = start, trainer.global_step
@@ -100,14 +113,20 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
                     **losses,
                     **{f"time/{k}": round(v, 4) for k, v in split.items()},
                 }
+                if writer is None:
+                    writer = csv.DictWriter(metrics_file, fieldnames=columns or list(row))
+                    if columns is None:
+                        writer.writeheader()
                 writer.writerow(row)
                 metrics_file.flush()
                 echo(
                     f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
                     f"{sps:>9,.0f} SPS | return {episode['return']:7.2f} | "
                     f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
-                    f"pg {losses['losses/policy_loss']:+.3f} v {losses['losses/value_loss']:.3f} "
-                    f"ent {losses['losses/entropy']:.2f} kl {losses['losses/approx_kl']:.4f} | "
+                    + " ".join(
+                        f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()
+                    )
+                    + " | "
                     + " ".join(f"{k} {v:.0%}" for k, v in split.items())
                 )
                 last_log_time, last_log_step = now, trainer.global_step

@@ -1,0 +1,393 @@
+"""DQN, CleanRL-style, vectorised over many environments, with a replay ring the env writes into.
+
+The replay buffer is a time-major ring of ``num_slots`` steps of ``num_envs`` transitions, all
+preallocated on the learner's device. The environment writes each step's observations straight
+into the next ring slot ``obs[(pos + 1) % S]`` and final observations of ended episodes into
+``final_obs[pos]``, so the true next observation of the transition in slot ``s`` is
+``final_obs[s]`` where its episode ended and ``obs[s + 1]`` otherwise. Targets bootstrap through
+truncation (from the final observation) and stop only at termination. Options beyond CleanRL's
+dqn.py: n-step returns, Double DQN, dueling heads, prioritized replay (proportional), Huber loss.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import fasttrain
+from fasttrain.config import Config, ConfigError, DQNConfig
+from fasttrain.policy import make_q_network
+from fasttrain.ppo import Timers, maybe_compile, resolve_device, setup_threads
+
+__all__ = ["DQNConfig", "ReplayBuffer", "Trainer", "nstep_returns", "benchmark_training"]
+
+PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
+
+
+def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
+    """CleanRL's linear decay from ``start`` to ``end`` over ``duration`` steps."""
+    slope = (end - start) / max(duration, 1)
+    return max(slope * t + start, end) if end <= start else min(slope * t + start, end)
+
+
+def nstep_returns(rewards, terminated, truncated, gamma: float):
+    """n-step returns of ``(B, n)`` reward windows that stop at the first episode end.
+
+    Returns ``(returns, discount, last, ended)``: the discounted reward sum up to and including
+    the first terminated or truncated step (or all n); the factor of the bootstrap value,
+    ``gamma**steps`` but 0 after a termination; the window index ``last`` of the final step used;
+    and whether the episode ended there (then the next observation is that step's final_obs).
+    """
+    done = terminated | truncated
+    alive = torch.ones_like(done)  # alive[:, k]: no episode end before step k of the window
+    alive[:, 1:] = done[:, :-1].cumsum(1) == 0
+    n = rewards.shape[1]
+    powers = gamma ** torch.arange(n, device=rewards.device, dtype=torch.float64)
+    returns = (rewards.double() * alive * powers).sum(1).float()
+    steps = alive.sum(1)
+    last = steps - 1
+    ended = done.gather(1, last[:, None])[:, 0]
+    stopped = terminated.gather(1, last[:, None])[:, 0]
+    discount = torch.where(stopped, 0.0, gamma ** steps.double()).float()
+    return returns, discount, last, ended
+
+
+class ReplayBuffer:
+    """Ring tensors ``(num_slots, num_envs, ...)`` on ``device``; slot ``pos`` holds current obs.
+
+    Transitions live in the ``count`` slots before ``pos``; a step writes actions, rewards and
+    flags at ``pos`` and the env writes the next observations into ``pos + 1``, overwriting the
+    oldest slot. Sampling draws (slot, env) pairs whose n-step window is complete.
+    """
+
+    def __init__(self, num_slots: int, num_envs: int, obs_shape, obs_dtype, device, n_step=1,
+                 prioritized=False, prio_alpha=0.6):  # fmt: skip
+        S, N = num_slots, num_envs
+        self.num_slots, self.num_envs, self.n_step = S, N, n_step
+        self.prioritized, self.prio_alpha = prioritized, prio_alpha
+        # frames[0] = obs ring, frames[1] = final_obs ring: one gather fetches either
+        self.frames = torch.zeros((2, S, N, *obs_shape), dtype=obs_dtype, device=device)
+        self.flat_frames = self.frames.view(2 * S * N, *obs_shape)
+        self.obs, self.final_obs = self.frames[0], self.frames[1]
+        self.actions = torch.zeros((S, N), dtype=torch.int64, device=device)
+        self.rewards = torch.zeros((S, N), dtype=torch.float32, device=device)
+        self.terminated = torch.zeros((S, N), dtype=torch.bool, device=device)
+        self.truncated = torch.zeros((S, N), dtype=torch.bool, device=device)
+        # priorities ** alpha per transition; 0 where no transition is stored
+        self.priorities = torch.zeros((S, N) if prioritized else (0,), dtype=torch.float32,
+                                      device=device)  # fmt: skip
+        self.max_priority = torch.ones((), device=device)
+        self.window = torch.arange(n_step, device=device)
+        self.pos = 0
+        self.count = 0  # complete transitions stored, at most S - 1
+
+    @property
+    def next_slot(self) -> int:
+        return (self.pos + 1) % self.num_slots
+
+    def advance(self) -> None:
+        """Call after writing slot ``pos`` and the next obs into ``next_slot``."""
+        if self.prioritized:
+            self.priorities[self.pos] = self.max_priority
+            self.priorities[self.next_slot] = 0.0  # its transition lost its observation
+        self.pos = self.next_slot
+        self.count = min(self.count + 1, self.num_slots - 1)
+
+    @property
+    def num_valid(self) -> int:
+        """Start slots whose whole n-step window is stored."""
+        return max(self.count - self.n_step + 1, 0)
+
+    def sample(self, batch_size: int, generator, beta: float = 1.0):
+        """``(slots, envs, weights)``: start slots ``(B,)``, env rows ``(B,)``, IS weights."""
+        S, N, dev = self.num_slots, self.num_envs, self.actions.device
+        if not self.prioritized:
+            oldest = self.pos - self.count
+            offsets = torch.randint(
+                0, self.num_valid, (batch_size,), generator=generator, device=dev
+            )
+            slots = (oldest + offsets) % S
+            envs = torch.randint(0, N, (batch_size,), generator=generator, device=dev)
+            return slots, envs, None
+        weights = self.priorities.clone()
+        weights[(self.pos - self.window) % S] = 0.0  # windows that reach past the newest step
+        flat = weights.view(-1)
+        cumulative = flat.double().cumsum(0)
+        total = cumulative[-1]
+        u = torch.rand(batch_size, generator=generator, device=dev, dtype=torch.float64) * total
+        index = torch.searchsorted(cumulative, u, right=True).clamp_(max=flat.numel() - 1)
+        probs = flat[index].double() / total
+        smallest = torch.where(flat > 0, flat, torch.inf).min().double() / total
+        size = self.num_valid * N
+        is_weights = ((size * probs) ** -beta / (size * smallest) ** -beta).float()
+        return index // N, index % N, is_weights
+
+    def update_priorities(self, slots, envs, td_errors) -> None:
+        priority = (td_errors.abs().float() + PRIO_EPS) ** self.prio_alpha
+        self.priorities[slots, envs] = priority
+        self.max_priority = torch.maximum(self.max_priority, priority.max())
+
+    def gather(self, slots, envs, gamma: float):
+        """``(obs, actions, returns, discount, next_obs)`` of n-step transitions."""
+        S, N = self.num_slots, self.num_envs
+        window = (slots[:, None] + self.window) % S  # (B, n)
+        rows = envs[:, None]
+        returns, discount, last, ended = nstep_returns(
+            self.rewards[window, rows], self.terminated[window, rows], self.truncated[window, rows],
+            gamma)  # fmt: skip
+        last_slot = window.gather(1, last[:, None])[:, 0]
+        # next obs: final_obs[last] where the episode ended, else obs[last + 1]
+        next_index = torch.where(ended, S * N + last_slot * N, ((last_slot + 1) % S) * N) + envs
+        obs = self.flat_frames[slots * N + envs]
+        return obs, self.actions[slots, envs], returns, discount, self.flat_frames[next_index]
+
+    def state_dict(self) -> dict:
+        names = ("frames", "actions", "rewards", "terminated", "truncated", "priorities")
+        state = {name: getattr(self, name).cpu().clone() for name in names}
+        return {**state, "max_priority": self.max_priority.cpu(), "pos": self.pos,
+                "count": self.count}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in ("frames", "actions", "rewards", "terminated", "truncated", "priorities"):
+            target = getattr(self, name)
+            if target.shape != state[name].shape:
+                raise ConfigError(f"checkpoint replay buffer {name!r} does not fit this run")
+            target.copy_(state[name])
+        self.max_priority.copy_(state["max_priority"])
+        self.pos, self.count = state["pos"], state["count"]
+
+
+class Trainer:
+    """Holds the environment, Q-networks, optimizer and replay buffer of one DQN run.
+
+    One iteration is ``num_steps`` vectorised env steps with ``gradient_steps`` updates after
+    every ``train_frequency`` of them (once ``learning_starts`` env steps have been taken).
+    """
+
+    def __init__(self, config: Config, warn=print):
+        self.config = config
+        self.args = args = config.learner("dqn")
+        run = config.run
+        self.device = resolve_device(run.device)
+        if run.amp == "fp16" and self.device.type != "cuda":
+            raise ConfigError("run.amp = 'fp16' needs device cuda; use 'bf16' on the CPU")
+        setup_threads(run)
+        torch.manual_seed(run.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(run.seed)
+        params = config.game_params()
+        backend = "cuda" if self.device.type == "cuda" else "cpu"
+        self.env = env = fasttrain.make(config.game.name, num_envs=args.num_envs, backend=backend,
+                                        seed=run.seed, **vars(params))  # fmt: skip
+        self.q_network = make_q_network(env.obs_shape, env.obs_dtype, env.num_actions,
+                                        config.model, self.device, args.dueling)  # fmt: skip
+        self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=args.learning_rate)
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.amp)
+        self.scaler = torch.amp.GradScaler("cuda") if run.amp == "fp16" else None
+        self.batch_size = args.batch_size
+        self.steps_per_iteration = args.num_envs * args.num_steps
+        self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
+        self.iteration = 0
+        self.global_step = 0
+        self.buffer = ReplayBuffer(args.buffer_size // args.num_envs + 1, args.num_envs,
+                                   env.obs_shape, env.obs_dtype, self.device, args.n_step,
+                                   args.prioritized, args.prio_alpha)  # fmt: skip
+        self.buffer.obs[0].copy_(env.obs)
+        self.act_network = maybe_compile(self.q_network, run.compile, self.buffer.obs[0], warn)
+        self.timers = Timers()
+
+    # --------------------------------------------------------------------------- ROLLOUT
+
+    def epsilon(self) -> float:
+        args = self.args
+        duration = args.exploration_fraction * args.total_timesteps
+        return linear_schedule(args.start_e, args.end_e, duration, self.global_step)
+
+    def env_step(self) -> None:
+        """One epsilon-greedy vectorised step, written straight into the replay ring."""
+        env, buffer, N = self.env, self.buffer, self.args.num_envs
+        pos, nxt = buffer.pos, buffer.next_slot
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            epsilon = self.epsilon()
+            random_actions = torch.randint(0, env.num_actions, (N,), generator=self.generator,
+                                           device=self.device)  # fmt: skip
+            if epsilon < 1.0:
+                greedy = self.act_network(buffer.obs[pos]).argmax(dim=1)
+                explore = torch.rand(N, generator=self.generator, device=self.device) < epsilon
+                action = torch.where(explore, random_actions, greedy)
+            else:
+                action = random_actions
+            buffer.actions[pos] = action
+        t1 = time.perf_counter()
+        # actions are in range by construction: skip the check that costs a host sync on cuda
+        env.step(buffer.actions[pos], obs_out=buffer.obs[nxt], final_obs_out=buffer.final_obs[pos],
+                 check=False)  # fmt: skip
+        buffer.rewards[pos] = env.rewards
+        buffer.terminated[pos] = env.terminated
+        buffer.truncated[pos] = env.truncated
+        buffer.advance()
+        self.global_step += N
+        t2 = time.perf_counter()
+        self.timers.forward += t1 - t0
+        self.timers.env += t2 - t1
+
+    # --------------------------------------------------------------------------- UPDATE
+
+    def td_target(self, returns, discount, next_obs) -> torch.Tensor:
+        with torch.no_grad():
+            next_q = self.target_network(next_obs).float()
+            if self.args.double_q:
+                best = self.q_network(next_obs).argmax(dim=1, keepdim=True)
+                next_value = next_q.gather(1, best)[:, 0]
+            else:
+                next_value = next_q.max(dim=1).values
+            return returns + discount * next_value
+
+    def update(self) -> torch.Tensor:
+        """One gradient step on a sampled batch; returns ``[td_loss, mean q]`` (no host sync)."""
+        args, buffer = self.args, self.buffer
+        beta = args.prio_beta + (1.0 - args.prio_beta) * min(
+            1.0, self.global_step / args.total_timesteps)  # fmt: skip
+        slots, envs, weights = buffer.sample(args.batch_size, self.generator, beta)
+        obs, actions, returns, discount, next_obs = buffer.gather(slots, envs, args.gamma)
+        target = self.td_target(returns, discount, next_obs)
+        with torch.autocast(self.device.type, self.amp_dtype or torch.float32,
+                            enabled=self.amp_dtype is not None):  # fmt: skip
+            q_all = self.q_network(obs)
+        q = q_all.float().gather(1, actions[:, None])[:, 0]
+        if args.loss == "huber":
+            elementwise = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            elementwise = F.mse_loss(q, target, reduction="none")
+        loss = elementwise.mean() if weights is None else (weights * elementwise).mean()
+
+        self.optimizer.zero_grad(set_to_none=True)
+        params = self.q_network.parameters()
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            self.optimizer.step()
+        if weights is not None:
+            buffer.update_priorities(slots, envs, (q - target).detach())
+        return torch.stack([loss.detach(), q.detach().mean()])
+
+    def update_target(self) -> None:
+        tau = self.args.tau
+        with torch.no_grad():
+            online = list(self.q_network.parameters())
+            target = list(self.target_network.parameters())
+            if tau == 1.0:
+                torch._foreach_copy_(target, online)
+            else:
+                torch._foreach_lerp_(target, online, tau)
+
+    def iterate(self) -> dict:
+        """``num_steps`` env steps with updates every ``train_frequency``; returns mean losses."""
+        args = self.args
+        totals = torch.zeros(2, device=self.device)
+        updates = 0
+        for t in range(args.num_steps):
+            self.env_step()
+            learning = self.global_step >= args.learning_starts and self.buffer.num_valid > 0
+            if (t + 1) % args.train_frequency or not learning:
+                continue
+            t0 = time.perf_counter()
+            for _ in range(args.gradient_steps):
+                totals += self.update()
+                updates += 1
+            # CleanRL's rule, in env steps: update when global_step crosses a multiple
+            tnf = args.target_network_frequency
+            steps_since_update = self.global_step % tnf
+            if steps_since_update < args.num_envs * args.train_frequency:
+                self.update_target()
+            self.timers.learn += time.perf_counter() - t0
+        self.iteration += 1
+        td_loss, q_values = (totals / max(updates, 1)).tolist() if updates else (np.nan, np.nan)
+        return {"losses/td_loss": td_loss, "losses/q_values": q_values,
+                "charts/epsilon": self.epsilon()}  # fmt: skip
+
+    # --------------------------------------------------------------------------- STATE
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit for bit, the replay buffer included."""
+        return {
+            "global_step": self.global_step,
+            "iteration": self.iteration,
+            "model": self.q_network.state_dict(),
+            "target_model": self.target_network.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "env": {name: np.array(a) for name, a in self.env.core.arrays.items()},
+            "replay": self.buffer.state_dict(),
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if "replay" not in state:
+            raise ConfigError("checkpoint holds no DQN replay buffer (was it trained with ppo?)")
+        self.global_step = state["global_step"]
+        self.iteration = state["iteration"]
+        self.q_network.load_state_dict(state["model"])
+        self.target_network.load_state_dict(state["target_model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        arrays = self.env.core.arrays
+        for name, value in state["env"].items():
+            if name not in arrays or arrays[name].shape != value.shape:
+                raise ConfigError(f"checkpoint environment array {name!r} does not fit this run")
+            arrays[name][...] = self.env.core.xp.asarray(value)
+        self.buffer.load_state_dict(state["replay"])
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+
+
+# ------------------------------------------------------------------------------- BENCHMARK
+
+
+def learner_ceiling(trainer: Trainer, updates: int = 8) -> float:
+    """env-steps/s the updates alone would allow (sampling, forward, backward, optimizer step)."""
+    args = trainer.args
+    trainer.update()
+    start = time.perf_counter()
+    for _ in range(updates):
+        trainer.update().tolist()
+    seconds_per_update = (time.perf_counter() - start) / updates
+    # each update round of gradient_steps updates follows num_envs * train_frequency env steps
+    steps_per_update = args.num_envs * args.train_frequency / args.gradient_steps
+    return steps_per_update / seconds_per_update
+
+
+def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
+                       num_envs: int | None = None, seed: int = 0) -> dict:  # fmt: skip
+    """End-to-end DQN SPS with the game's default config (updates from the first iteration on)."""
+    dqn = {"learning_starts": 0}
+    if num_envs is not None:
+        dqn["num_envs"] = num_envs
+    overrides = {"game": {"name": game, game: {"dqn": dqn}},
+                 "run": {"algo": "dqn", "device": device, "seed": seed}}  # fmt: skip
+    config = fasttrain.config.load(overrides=overrides)
+    trainer = Trainer(config, warn=lambda *_: None)
+    trainer.iterate()  # warm-up: compile and allocate outside the timing
+    trainer.timers.reset()
+    start, step0 = time.perf_counter(), trainer.global_step
+    for _ in range(iterations):
+        trainer.iterate()
+    elapsed = time.perf_counter() - start
+    split = trainer.timers.split()
+    return {
+        "sps": (trainer.global_step - step0) / elapsed,
+        **{f"time_{k}": v for k, v in split.items()},
+        "ceiling_sps": learner_ceiling(trainer),
+        "num_envs": trainer.args.num_envs,
+        "batch_size": trainer.batch_size,
+    }
