@@ -10,8 +10,9 @@ JSON). Rows, by ``kind``:
 - ``baseline``: one env on the ``python`` backend with a per-step torch MLP forward, a tensor
   made from a copy of the observation and ``action.item()``: the loop of the trainers fasttrain
   replaces. Every fasttrain row shows its speedup over this row of the same game.
-- ``train`` and ``ceiling``: PPO SPS with the default config and the learner-only ceiling, from
-  ``fasttrain.ppo.benchmark_training`` (skipped with a note while it does not exist).
+- ``train`` and ``ceiling``: PPO and DQN SPS with the default config and the learner-only
+  ceiling, from ``fasttrain.ppo.benchmark_training`` and ``fasttrain.dqn.benchmark_training``
+  (``algo`` in the JSON; skipped with a note while one does not exist).
 - ``peer``: Gymnasium's CartPole sync vector env and Stable-Baselines3 PPO on CartPole, when
   installed.
 """
@@ -184,9 +185,13 @@ def bench_compile(game: str, backend: str, cache: str, threads: int) -> dict:
     return out
 
 
-def bench_train(game: str, device: str, iterations: int, repeats: int, num_envs=None, seed=0):
-    """Results of ``repeats`` calls of ``fasttrain.ppo.benchmark_training`` (each warms up)."""
-    from fasttrain.ppo import benchmark_training
+def bench_train(
+    game: str, device: str, iterations: int, repeats: int, num_envs=None, seed=0, algo: str = "ppo"
+):
+    """Results of ``repeats`` calls of ``fasttrain.<algo>.benchmark_training`` (each warms up)."""
+    import importlib
+
+    benchmark_training = importlib.import_module(f"fasttrain.{algo}").benchmark_training
 
     results = []
     for _ in range(repeats):
@@ -639,17 +644,22 @@ def bench(
             sps = bench_baseline(game, repeats, seconds, seed)
             note = "python backend, 1 env, per-step torch MLP, copy + .item()"
             rows.append(make_row(game, "baseline", "python", 1, sps, note))
-            # ---- end-to-end training and the learner-only ceiling
-            progress(f"{game} {device}: PPO training ({train_iterations} iterations)")
-            try:
-                results = bench_train(
-                    game, device, train_iterations, train_repeats, train_num_envs, seed
+            # ---- end-to-end training and the learner-only ceiling, per algorithm
+            for algo in ("ppo", "dqn"):
+                progress(
+                    f"{game} {device}: {algo.upper()} training ({train_iterations} iterations)"
                 )
-            except ImportError as exc:
-                skip(f"train {game}", f"fasttrain.ppo.benchmark_training not available ({exc})")
-            except Exception as exc:  # a broken trainer should not lose the other figures
-                skip(f"train {game}", f"benchmark_training failed: {exc!r}")
-            else:
+                what = f"train {game}" + ("" if algo == "ppo" else f" {algo}")
+                try:
+                    results = bench_train(
+                        game, device, train_iterations, train_repeats, train_num_envs, seed, algo
+                    )
+                except ImportError as exc:
+                    skip(what, f"fasttrain.{algo}.benchmark_training not available ({exc})")
+                    continue
+                except Exception as exc:  # a broken trainer should not lose the other figures
+                    skip(what, f"benchmark_training failed: {exc!r}")
+                    continue
                 split = {k: statistics.median(r[k] for r in results) for k in TRAIN_KEYS[1:5]}
                 train = make_row(
                     game,
@@ -657,19 +667,27 @@ def bench(
                     device,
                     results[0].get("num_envs", 0),
                     [r["sps"] for r in results],
-                    "env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}".format(
-                        *split.values(), "" if train_num_envs is None else " (num_envs set)"
+                    "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}".format(
+                        algo,
+                        *split.values(),
+                        "" if train_num_envs is None else " (num_envs set)",
                     ),
+                    algo=algo,
                     batch_size=results[0].get("batch_size"),
                     iterations=train_iterations,
                     **split,
                 )
                 ceiling = make_row(
-                    game, "ceiling", device, train["num_envs"], [r["ceiling_sps"] for r in results]
+                    game,
+                    "ceiling",
+                    device,
+                    train["num_envs"],
+                    [r["ceiling_sps"] for r in results],
+                    algo=algo,
                 )
                 fraction = train["sps_median"] / ceiling["sps_median"]
                 ceiling["fraction_reached"] = fraction
-                ceiling["note"] = f"learner only; training reaches {fraction:.0%}"
+                ceiling["note"] = f"{algo}: learner only; training reaches {fraction:.0%}"
                 rows += [train, ceiling]
 
         # ---- peers on CartPole
