@@ -5,11 +5,14 @@ Never imports torch: any DLPack consumer (NumPy, CuPy, JAX, torch) can use these
 
 import os
 
-# OpenMP threads that spin while they wait turn a busy machine into a 20-40x slowdown: each
-# parallel step then waits a whole scheduler slice for a preempted sibling (measured on 2 cores
-# with one competing process: 1.7M env-steps/s spinning, 22M passive). Set before Numba or torch
-# load libgomp; an explicit user setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP threads that spin long while they wait turn a busy machine into a 20-40x slowdown: each
+# parallel step waits a whole scheduler slice for a preempted sibling. A short spin keeps the
+# quiet-machine speed. Snake, 4096 envs, 2 cores, env-steps/s (quiet / one competing process):
+# libgomp default 44.7M / 1.8M, passive 30M / 23M, spin 1000 44.3M / 18.6M. Set before Numba or
+# torch load libgomp; an explicit user setting of either variable wins.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["GOMP_SPINCOUNT"] = "1000"  # libgomp: spin this long, then sleep
 
 from .backends import BACKENDS, cuda_available, get_backend, resolve_backend
 from .env import KernelEnv, allocate
