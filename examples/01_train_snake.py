@@ -43,7 +43,9 @@ print(f"training PPO on snake 8x8 for {steps:,} steps")
 #    resume (`fasttrain run --resume DIR --steps N`) or to play.
 run_dir = os.path.join(tempfile.mkdtemp(prefix="fasttrain-"), "snake-ppo")
 summary = train(config, out=run_dir)
-print(f"trained: mean score {summary['score']:.2f} (fruits per episode) in {summary['wall_s']:.0f} s")
+print(
+    f"trained: mean score {summary['score']:.2f} (fruits per episode) in {summary['wall_s']:.0f} s"
+)
 
 # 3. Play: the checkpoint becomes a greedy policy `obs -> actions`; one environment, rendered.
 act, game_params = load_agent(run_dir)

@@ -35,7 +35,9 @@ def load(path) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
-        raise ConfigError(f"checkpoint {path} is corrupt or unreadable: {type(exc).__name__}") from None
+        raise ConfigError(
+            f"checkpoint {path} is corrupt or unreadable: {type(exc).__name__}"
+        ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT or "model" not in state:
         raise ConfigError(f"{path} is not a fasttrain checkpoint (format {FORMAT})")
     return state

@@ -15,21 +15,45 @@ def main():
 
 
 @main.command()
-@click.option("--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]")
+@click.option(
+    "--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]"
+)
 @click.option("--algo", type=click.Choice(["ppo", "dqn"]), default=None, help="Learning algorithm.")
-@click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="Total environment steps (with --resume: the new total).")
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Total environment steps (with --resume: the new total).",
+)
 @click.option("--num-envs", type=click.IntRange(min=1), default=None, help="Parallel environments.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None)
 @click.option("--seed", type=int, default=None)
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run directory [default: runs/<game>-<algo>-<time>].")
-@click.option("--resume", type=click.Path(file_okay=False), default=None,
-              help="Continue the run in this directory from its checkpoint.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="TOML file with any keys of config.toml.")
-@click.option("--set", "sets", multiple=True, metavar="SECTION.KEY=VALUE",
-              help="Override one config key (repeatable), e.g. --set ppo.learning_rate=3e-4.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run directory [default: runs/<game>-<algo>-<time>].",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Continue the run in this directory from its checkpoint.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML file with any keys of config.toml.",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override one config key (repeatable), e.g. --set ppo.learning_rate=3e-4.",
+)
 def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
     from fasttrain import checkpoint
@@ -45,17 +69,23 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
         if config_file:
             base = cfg.merge(base, cfg.load_toml(config_file))
         overrides: dict = {}
-        for section, key, value in (("run", "algo", algo), ("run", "device", device),
-                                    ("run", "seed", seed), ("game", "name", game)):
+        for section, key, value in (
+            ("run", "algo", algo),
+            ("run", "device", device),
+            ("run", "seed", seed),
+            ("game", "name", game),
+        ):
             if value is not None:
                 overrides.setdefault(section, {})[key] = value
         config = cfg.from_dict(cfg.merge(cfg.merge(base, cfg.parse_set(sets)), overrides))
         learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
         if learner:  # per-game section, so it wins over the game's tuned defaults
-            config = cfg.from_dict(cfg.merge(cfg.merge(cfg.merge(base, cfg.parse_set(sets)),
-                                                       overrides),
-                                             {"game": {config.game.name:
-                                                       {config.run.algo: learner}}}))
+            config = cfg.from_dict(
+                cfg.merge(
+                    cfg.merge(cfg.merge(base, cfg.parse_set(sets)), overrides),
+                    {"game": {config.game.name: {config.run.algo: learner}}},
+                )
+            )
         run_training(config, out=out, resume=resume)
     except cfg.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
@@ -77,19 +107,37 @@ def games():
         rows.append((name, f"{dtype} {shape}", str(spec.num_actions), str(spec.num_agents)))
     widths = [max(len(r[k]) for r in rows) for k in range(4)]
     for row in rows:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 @main.command()
-@click.option("--game", default="snake", show_default=True, type=click.UNPROCESSED,
-              help="Game to play (see `fasttrain games`).")
-@click.option("--policy", type=click.Choice(["random", "checkpoint"]), default=None,
-              help="Who plays: uniform random actions, or the agent in --checkpoint.")
-@click.option("--checkpoint", type=click.Path(), default=None,
-              help="Run directory (or checkpoint.pt) of a trained agent.")
+@click.option(
+    "--game",
+    default="snake",
+    show_default=True,
+    type=click.UNPROCESSED,
+    help="Game to play (see `fasttrain games`).",
+)
+@click.option(
+    "--policy",
+    type=click.Choice(["random", "checkpoint"]),
+    default=None,
+    help="Who plays: uniform random actions, or the agent in --checkpoint.",
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(),
+    default=None,
+    help="Run directory (or checkpoint.pt) of a trained agent.",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--fps", type=click.FloatRange(min=0), default=10.0, show_default=True,
-              help="Frames per second on a terminal (0: as fast as possible).")
+@click.option(
+    "--fps",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Frames per second on a terminal (0: as fast as possible).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 def play(game, policy, checkpoint, steps, fps, seed):
     """Watch one environment play in the terminal."""
@@ -99,8 +147,9 @@ def play(game, policy, checkpoint, steps, fps, seed):
     from fasttrain import games as registry
 
     if game not in registry.names():
-        raise click.BadParameter(f"unknown game {game!r}; valid: {', '.join(registry.names())}",
-                                 param_hint="--game")
+        raise click.BadParameter(
+            f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
+        )
     policy = policy or ("checkpoint" if checkpoint else "random")
     if policy == "checkpoint" and not checkpoint:
         raise click.UsageError("--policy checkpoint needs --checkpoint DIR")

@@ -144,7 +144,7 @@ class DQNConfig:
 class ModelConfig:
     kind: str = "auto"
     """auto | mlp | cnn (auto: cnn for (C, H, W) observations on cuda, mlp otherwise)"""
-    hidden: int = 256
+    hidden: int = 128
     """width of the hidden layer(s)"""
     layers: int = 2
     """hidden layers of the mlp"""
@@ -177,7 +177,19 @@ CHOICES = {
 # Per-game tuned learner settings: the defaults of [game.<name>.ppo] and [game.<name>.dqn]
 # (also in config.toml). CartPole's DQN values pass tests/fasttrain/test_dqn.py's learning test.
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
+    # 12x12 Snake on 2 CPU cores: mean score ~26 after 20M steps in ~4 minutes
+    "snake": {"ppo": {"total_timesteps": 20_000_000, "num_envs": 1024, "num_steps": 32}},
     "cartpole": {
+        # mean return 500 (the maximum) after ~400k steps, ~10 s on 2 CPU cores
+        "ppo": {
+            "total_timesteps": 500_000,
+            "num_envs": 64,
+            "num_steps": 32,
+            "num_minibatches": 4,
+            "update_epochs": 4,
+            "learning_rate": 2.5e-3,
+            "ent_coef": 0.0,
+        },
         "dqn": {
             "num_envs": 16,
             "num_steps": 32,
@@ -187,7 +199,7 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "target_network_frequency": 500,
             "n_step": 3,
             "double_q": True,
-        }
+        },
     },
 }
 
@@ -227,7 +239,7 @@ def field_docs(cls) -> dict[str, str]:
         return {}
     body = tree.body[0].body
     docs = {}
-    for node, after in zip(body, body[1:]):
+    for node, after in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
             if isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
                 docs[node.target.id] = after.value.value.strip()
@@ -275,7 +287,9 @@ def _game_tables(table: dict) -> tuple[dict, dict]:
         if not isinstance(sub, dict):
             continue
         if name not in games.names():
-            raise ConfigError(f"unknown game section [game.{name}]; valid: {', '.join(games.names())}")
+            raise ConfigError(
+                f"unknown game section [game.{name}]; valid: {', '.join(games.names())}"
+            )
         spec = games.get(name)
         entry = {"params": {}}
         for key, value in sub.items():
@@ -363,31 +377,19 @@ def load(path: str | os.PathLike | None = None, sets=(), overrides: dict | None 
 
 
 def validate(config: Config) -> None:
-    """Check ranges and the consistency of sizes; raise ConfigError with one line."""
-    ppo = config.learner("ppo")
-    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
-    for key in positive:
-        if getattr(ppo, key) < 1:
-            raise ConfigError(f"ppo.{key} must be >= 1, got {getattr(ppo, key)}")
-    batch = ppo.num_envs * ppo.num_steps
-    if batch % ppo.num_minibatches:
-        raise ConfigError(
-            f"batch num_envs*num_steps = {batch} does not split into "
-            f"ppo.num_minibatches = {ppo.num_minibatches} equal minibatches"
-        )
-    for key in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(ppo, key) <= 1.0:
-            raise ConfigError(f"ppo.{key} must be in [0, 1], got {getattr(ppo, key)}")
-    for key in ("learning_rate", "clip_coef", "max_grad_norm"):
-        if getattr(ppo, key) <= 0:
-            raise ConfigError(f"ppo.{key} must be > 0, got {getattr(ppo, key)}")
-    for key in ("ent_coef", "vf_coef", "target_kl"):
-        if getattr(ppo, key) < 0:
-            raise ConfigError(f"ppo.{key} must be >= 0, got {getattr(ppo, key)}")
+    """Check ranges and the consistency of sizes; raise ConfigError with one line.
+
+    Each learner section is checked as written ([ppo], which other games use) and as it applies
+    to the chosen game (with [game.<name>.ppo] on top).
+    """
+    game = config.game.name
+    for section, check in (("ppo", validate_ppo), ("dqn", validate_dqn)):
+        check(getattr(config, section), section)
+        # the base section passed, so a failure here comes from the game's override
+        check(config.learner(section), f"game.{game}.{section}")
     for section, key in (("run", "torch_threads"), ("run", "numba_threads")):
         if getattr(getattr(config, section), key) < 0:
             raise ConfigError(f"{section}.{key} must be >= 0")
-    validate_dqn(config.learner("dqn"))
     if config.run.checkpoint_interval < 1:
         raise ConfigError("run.checkpoint_interval must be >= 1")
     if config.model.hidden < 1 or config.model.layers < 1 or config.model.channels < 1:
@@ -396,35 +398,58 @@ def validate(config: Config) -> None:
         raise ConfigError("log.interval_s must be > 0")
 
 
-def validate_dqn(dqn: DQNConfig) -> None:
+def validate_ppo(ppo: PPOConfig, where: str = "ppo") -> None:
+    """Ranges and sizes of a PPO config; raise ConfigError with one line."""
+    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+    for key in positive:
+        if getattr(ppo, key) < 1:
+            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(ppo, key)}")
+    batch = ppo.num_envs * ppo.num_steps
+    if batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"{where}: batch num_envs*num_steps = {batch} does not split into "
+            f"{where}.num_minibatches = {ppo.num_minibatches} equal minibatches"
+        )
+    for key in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(ppo, key) <= 1.0:
+            raise ConfigError(f"{where}.{key} must be in [0, 1], got {getattr(ppo, key)}")
+    for key in ("learning_rate", "clip_coef", "max_grad_norm"):
+        if getattr(ppo, key) <= 0:
+            raise ConfigError(f"{where}.{key} must be > 0, got {getattr(ppo, key)}")
+    for key in ("ent_coef", "vf_coef", "target_kl"):
+        if getattr(ppo, key) < 0:
+            raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
+
+
+def validate_dqn(dqn: DQNConfig, where: str = "dqn") -> None:
     """Ranges and replay sizes of a DQN config; raise ConfigError with one line."""
     positive = ("total_timesteps", "num_envs", "num_steps", "buffer_size", "train_frequency",
                 "gradient_steps", "batch_size", "target_network_frequency", "n_step")  # fmt: skip
     for key in positive:
         if getattr(dqn, key) < 1:
-            raise ConfigError(f"dqn.{key} must be >= 1, got {getattr(dqn, key)}")
+            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(dqn, key)}")
     if dqn.learning_starts < 0:
-        raise ConfigError(f"dqn.learning_starts must be >= 0, got {dqn.learning_starts}")
+        raise ConfigError(f"{where}.learning_starts must be >= 0, got {dqn.learning_starts}")
     if dqn.num_steps % dqn.train_frequency:
-        raise ConfigError(f"dqn.num_steps = {dqn.num_steps} is not a multiple of "
-                          f"dqn.train_frequency = {dqn.train_frequency}")  # fmt: skip
+        raise ConfigError(f"{where}.num_steps = {dqn.num_steps} is not a multiple of "
+                          f"train_frequency = {dqn.train_frequency}")  # fmt: skip
     if dqn.buffer_size < dqn.num_envs * dqn.n_step:
         need = dqn.num_envs * dqn.n_step
-        raise ConfigError(f"dqn.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
+        raise ConfigError(f"{where}.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
                           f"steps of num_envs = {dqn.num_envs} envs (>= {need})")  # fmt: skip
     if dqn.learning_starts >= dqn.total_timesteps:
-        raise ConfigError(f"dqn.learning_starts = {dqn.learning_starts} >= total_timesteps = "
+        raise ConfigError(f"{where}.learning_starts = {dqn.learning_starts} >= total_timesteps = "
                           f"{dqn.total_timesteps}: no update would ever run")  # fmt: skip
     for key in ("gamma", "start_e", "end_e", "exploration_fraction", "prio_beta"):
         if not 0.0 <= getattr(dqn, key) <= 1.0:
-            raise ConfigError(f"dqn.{key} must be in [0, 1], got {getattr(dqn, key)}")
+            raise ConfigError(f"{where}.{key} must be in [0, 1], got {getattr(dqn, key)}")
     if not 0.0 < dqn.tau <= 1.0:
-        raise ConfigError(f"dqn.tau must be in (0, 1], got {dqn.tau}")
+        raise ConfigError(f"{where}.tau must be in (0, 1], got {dqn.tau}")
     for key in ("learning_rate", "max_grad_norm"):
         if getattr(dqn, key) <= 0:
-            raise ConfigError(f"dqn.{key} must be > 0, got {getattr(dqn, key)}")
+            raise ConfigError(f"{where}.{key} must be > 0, got {getattr(dqn, key)}")
     if dqn.prio_alpha < 0:
-        raise ConfigError(f"dqn.prio_alpha must be >= 0, got {dqn.prio_alpha}")
+        raise ConfigError(f"{where}.prio_alpha must be >= 0, got {dqn.prio_alpha}")
 
 
 # ------------------------------------------------------------------------------- writing

@@ -151,8 +151,9 @@ class Trainer:
                 t1 = time.perf_counter()
                 # actions come from an argmax over num_actions logits, so they are in range:
                 # skip the check that would cost a host sync per step on cuda
-                env.step(action, obs_out=self.obs[t + 1], final_obs_out=self.final_obs[t],
-                         check=False)
+                env.step(
+                    action, obs_out=self.obs[t + 1], final_obs_out=self.final_obs[t], check=False
+                )
                 self.rewards[t] = env.rewards
                 self.terminated[t] = env.terminated
                 self.truncated[t] = env.truncated
@@ -173,12 +174,31 @@ class Trainer:
             if rows[0].numel():
                 self.final_values[rows] = self.policy.value(self.final_obs[rows])
         if self.device.type == "cpu":
-            gae_cpu(self.rewards.numpy(), self.values.numpy(), last_values.numpy(),
-                    self.final_values.numpy(), self.terminated.numpy(), self.truncated.numpy(),
-                    args.gamma, args.gae_lambda, self.advantages.numpy(), self.returns.numpy())  # fmt: skip
+            gae_cpu(
+                self.rewards.numpy(),
+                self.values.numpy(),
+                last_values.numpy(),
+                self.final_values.numpy(),
+                self.terminated.numpy(),
+                self.truncated.numpy(),
+                args.gamma,
+                args.gae_lambda,
+                self.advantages.numpy(),
+                self.returns.numpy(),
+            )
         else:  # numba reads torch's CUDA tensors through __cuda_array_interface__, no copy
-            gae_cuda(self.rewards, self.values, last_values, self.final_values, self.terminated,
-                     self.truncated, args.gamma, args.gae_lambda, self.advantages, self.returns)  # fmt: skip
+            gae_cuda(
+                self.rewards,
+                self.values,
+                last_values,
+                self.final_values,
+                self.terminated,
+                self.truncated,
+                args.gamma,
+                args.gae_lambda,
+                self.advantages,
+                self.returns,
+            )
         self.timers.forward += time.perf_counter() - t0
 
     # --------------------------------------------------------------------------- UPDATE
@@ -213,11 +233,13 @@ class Trainer:
                 mb_adv = b_advantages[mb]
                 if args.norm_adv:
                     mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                pg_loss = torch.max(-mb_adv * ratio,
-                                    -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()  # fmt: skip
+                pg_loss = torch.max(
+                    -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+                ).mean()
                 if args.clip_vloss:
-                    clipped = b_values[mb] + (new_values - b_values[mb]).clamp(-args.clip_coef,
-                                                                              args.clip_coef)  # fmt: skip
+                    clipped = b_values[mb] + (new_values - b_values[mb]).clamp(
+                        -args.clip_coef, args.clip_coef
+                    )
                     v_loss = 0.5 * torch.max((new_values - b_returns[mb]) ** 2,
                                              (clipped - b_returns[mb]) ** 2).mean()  # fmt: skip
                 else:
@@ -246,7 +268,7 @@ class Trainer:
         self.timers.learn += time.perf_counter() - t0
         means = (losses / updates).tolist()
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-        return {f"losses/{k}": v for k, v in zip(names, means)}
+        return {f"losses/{k}": v for k, v in zip(names, means, strict=True)}
 
     def iterate(self) -> dict:
         """One rollout, advantage pass and update; returns the update's losses."""
@@ -309,7 +331,10 @@ def learner_ceiling(trainer: Trainer, updates: int = 8) -> float:
     returns = torch.randn(trainer.minibatch_size, device=trainer.device)
 
     def one_update():
-        logits, values = trainer.policy(obs)
+        with torch.autocast(trainer.device.type, trainer.amp_dtype or torch.float32,
+                            enabled=trainer.amp_dtype is not None):  # fmt: skip
+            logits, values = trainer.policy(obs)
+        logits, values = logits.float(), values.float()
         log_probs = F.log_softmax(logits, dim=1)
         loss = -log_probs.gather(1, actions[:, None]).mean() + ((values - returns) ** 2).mean()
         trainer.optimizer.zero_grad(set_to_none=True)
@@ -348,4 +373,3 @@ def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
         "num_envs": trainer.args.num_envs,
         "batch_size": trainer.batch_size,
     }
-

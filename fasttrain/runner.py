@@ -155,8 +155,10 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
         "run_dir": str(out),
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-    echo(f"done: {summary['global_step']:,} steps in {elapsed:.1f} s ({summary['sps']:,.0f} SPS) | "
-         f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}")  # fmt: skip
+    echo(
+        f"done: {summary['global_step']:,} steps in {elapsed:.1f} s ({summary['sps']:,.0f} SPS) | "
+        f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}"
+    )
     if interrupted:
         raise KeyboardInterrupt
     return summary

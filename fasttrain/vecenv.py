@@ -87,7 +87,12 @@ class VecEnv:
                 f"action {int(self.actions[bad])} for env {bad} is out of range: "
                 f"game {self.game!r} takes actions 0..{self.num_actions - 1}; no env was stepped"
             )
-        return (self.obs if obs_out is None else obs_out), self.rewards, self.terminated, self.truncated
+        return (
+            (self.obs if obs_out is None else obs_out),
+            self.rewards,
+            self.terminated,
+            self.truncated,
+        )
 
     def _load_actions(self, actions):
         expected = (self.num_envs,)
@@ -120,8 +125,10 @@ class VecEnv:
                     for t in (obs_out, final_obs_out))  # fmt: skip
         args = self._out_args.get(key)
         if args is None:  # first use of these tensors: check them once, then reuse the args
-            arrays = [self._backend_array(t, name) for t, name in
-                      ((obs_out, "obs_out"), (final_obs_out, "final_obs_out"))]
+            arrays = [
+                self._backend_array(t, name)
+                for t, name in ((obs_out, "obs_out"), (final_obs_out, "final_obs_out"))
+            ]
             if len(self._out_args) > 4096:
                 self._out_args.clear()
             args = self._out_args[key] = self.core.step_args(*arrays)

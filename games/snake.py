@@ -143,7 +143,18 @@ def write_obs(i, obs_flat, body, tail, length, fruit, cells):
 
 
 def reset_one(
-    i, obs_flat, rng, body, tail, length, direction, fruit, grid, steps_since_food, steps, height,
+    i,
+    obs_flat,
+    rng,
+    body,
+    tail,
+    length,
+    direction,
+    fruit,
+    grid,
+    steps_since_food,
+    steps,
+    height,
     width,
 ):
     """Start a new episode in env i: a length-3 snake and one fruit."""

@@ -42,7 +42,9 @@ class PythonBackend:
     def compile(self, spec: GameSpec) -> Launchers:
         if spec.name not in self._cache:
             module = load_launchers(
-                spec, {"step_one": spec.step_one, "reset_one": spec.reset_one, "prange": range}, "python"
+                spec,
+                {"step_one": spec.step_one, "reset_one": spec.reset_one, "prange": range},
+                "python",
             )
 
             def step(*args):

@@ -1,10 +1,10 @@
 """Config: code defaults equal config.toml, overrides apply, bad input fails with one line."""
 
 import dataclasses
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from fasttrain import config as cfg
 from fasttrain import games
@@ -19,7 +19,10 @@ def test_config_toml_equals_code_defaults():
     for name in cfg.SECTIONS:
         assert getattr(parsed, name) == getattr(defaults, name), f"[{name}] differs"
     for game in games.names():  # [game.<name>] equals the params dataclass defaults
-        assert games.get(game).make_params(**parsed.games[game]["params"]) == games.get(game).params_cls()
+        assert (
+            games.get(game).make_params(**parsed.games[game]["params"])
+            == games.get(game).params_cls()
+        )
         for section in cfg.LEARNER_SECTIONS:
             want = cfg.GAME_DEFAULTS.get(game, {}).get(section, {})
             assert parsed.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
@@ -34,8 +37,16 @@ def test_every_key_has_a_comment():
 
 
 def test_set_parses_types_and_nested_game_keys():
-    config = cfg.load(sets=["ppo.learning_rate=3e-4", "ppo.anneal_lr=false", "run.device=cpu",
-                            "game.snake.height=8", "game.snake.ppo.num_envs=64", "log.interval_s=1"])
+    config = cfg.load(
+        sets=[
+            "ppo.learning_rate=3e-4",
+            "ppo.anneal_lr=false",
+            "run.device=cpu",
+            "game.snake.height=8",
+            "game.snake.ppo.num_envs=64",
+            "log.interval_s=1",
+        ]
+    )
     assert config.ppo.learning_rate == 3e-4 and config.ppo.anneal_lr is False
     assert config.run.device == "cpu" and config.log.interval_s == 1.0
     assert config.game_params().height == 8
@@ -44,16 +55,19 @@ def test_set_parses_types_and_nested_game_keys():
 
 
 def test_game_section_overrides_ppo_section():
-    config = cfg.from_dict({"ppo": {"ent_coef": 0.5}, "game": {"snake": {"ppo": {"ent_coef": 0.25}}}})
+    config = cfg.from_dict(
+        {"ppo": {"ent_coef": 0.5}, "game": {"snake": {"ppo": {"ent_coef": 0.25}}}}
+    )
     assert config.learner("ppo").ent_coef == 0.25
     other = cfg.from_dict({"ppo": {"ent_coef": 0.5}})
     assert other.learner("ppo").ent_coef == cfg.GAME_DEFAULTS.get("snake", {}).get("ppo", {}).get(
-        "ent_coef", 0.5)
+        "ent_coef", 0.5
+    )
 
 
 def test_config_file_then_set(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('[ppo]\nnum_steps = 32\n[run]\nseed = 5\n')
+    path.write_text("[ppo]\nnum_steps = 32\n[run]\nseed = 5\n")
     config = cfg.load(path, sets=["run.seed=6"])
     assert config.ppo.num_steps == 32 and config.run.seed == 6
 
@@ -70,7 +84,8 @@ def test_config_file_then_set(tmp_path):
     ({"game": {"tetris": {"height": 3}}}, ["unknown game section [game.tetris]", "snake"]),
     ({"game": {"snake": {"heigth": 3}}}, ["[game.snake]", "heigth", "height"]),
     ({"game": {"snake": {"height": 2}}}, ["at least 3x3"]),
-    ({"ppo": {"num_envs": 10, "num_steps": 3, "num_minibatches": 4}}, ["30", "num_minibatches = 4"]),
+    ({"ppo": {"num_envs": 10, "num_steps": 3, "num_minibatches": 4}},
+     ["30", "num_minibatches = 4"]),
     ({"ppo": {"gamma": 1.5}}, ["ppo.gamma must be in [0, 1]"]),
     ({"ppo": {"num_steps": 0}}, ["ppo.num_steps must be >= 1"]),
     ({"game": {"snake": {"ppo": {"num_envs": 10, "num_steps": 3}}}}, ["does not split"]),

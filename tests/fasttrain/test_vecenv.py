@@ -7,9 +7,9 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
-from fasttrain.kernels import cuda_available
 
 import fasttrain
+from fasttrain.kernels import cuda_available
 
 VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
 

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from fasttrain.games.snake import DOWN, LEFT, RIGHT, UP, move_head, place_fruit, turn
 from fasttrain.kernels import seed_streams
 

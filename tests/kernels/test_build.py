@@ -9,9 +9,10 @@ import os
 import subprocess
 import sys
 
-import fasttrain.games.snake as snake_module
 import numpy as np
 import pytest
+
+import fasttrain.games.snake as snake_module
 from fasttrain.games.snake import SPEC, SnakeParams
 from fasttrain.kernels.build import source_digest
 

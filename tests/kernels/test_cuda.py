@@ -38,7 +38,8 @@ SIM_SCRIPT = textwrap.dedent("""
         assert a.stats() == b.stats() and ended_total > 0
         # the device functions are compiled from the very same game source as the CPU path
         spec = games.get(name)
-        module = __import__("sys").modules[get_backend("cuda").compile(spec).step.py_func.__module__]
+        launcher = get_backend("cuda").compile(spec).step.py_func
+        module = __import__("sys").modules[launcher.__module__]
         assert module.step_one.fn.__code__ is spec.step_one.__code__
         try:
             a.step(torch.full((num_envs,), a.num_actions))
@@ -104,7 +105,9 @@ def test_gpu_matches_cpu_at_scale():
         a.step(act.cuda())
         b.step(act)
         assert torch.equal(a.obs.cpu(), b.obs), t
-        assert torch.equal(a.rewards.cpu(), b.rewards) and torch.equal(a.terminated.cpu(), b.terminated)
+        assert torch.equal(a.rewards.cpu(), b.rewards) and torch.equal(
+            a.terminated.cpu(), b.terminated
+        )
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
+
 from fasttrain.kernels import rand_float, rand_int, seed_streams, splitmix64
 from fasttrain.kernels.build import retarget
 from fasttrain.kernels.rng import next_u32
