@@ -435,8 +435,10 @@ def validate_dqn(dqn: DQNConfig, where: str = "dqn") -> None:
                           f"train_frequency = {dqn.train_frequency}")  # fmt: skip
     if dqn.buffer_size < dqn.num_envs * dqn.n_step:
         need = dqn.num_envs * dqn.n_step
-        raise ConfigError(f"{where}.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
-                          f"steps of num_envs = {dqn.num_envs} envs (>= {need})")  # fmt: skip
+        raise ConfigError(
+            f"{where}.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
+            f"steps of num_envs = {dqn.num_envs} envs (>= {need})"
+        )
     if dqn.learning_starts >= dqn.total_timesteps:
         raise ConfigError(f"{where}.learning_starts = {dqn.learning_starts} >= total_timesteps = "
                           f"{dqn.total_timesteps}: no update would ever run")  # fmt: skip
