@@ -2,7 +2,6 @@
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,3 @@ def test_ruff(args):
     result = subprocess.run(["ruff", *args], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
-
-def test_python_version_supported():
-    assert sys.version_info >= (3, 10)
