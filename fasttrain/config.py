@@ -178,7 +178,21 @@ CHOICES = {
 # (also in config.toml). CartPole's DQN values pass tests/fasttrain/test_dqn.py's learning test.
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     # 12x12 Snake on 2 CPU cores: mean score ~26 after 20M steps in ~4 minutes
-    "snake": {"ppo": {"total_timesteps": 20_000_000, "num_envs": 1024, "num_steps": 32}},
+    "snake": {
+        "ppo": {"total_timesteps": 20_000_000, "num_envs": 1024, "num_steps": 32},
+        # mean score ~8 after 5M steps (~5 minutes): 4 sampled transitions per env transition;
+        # fewer updates run 100-260k SPS on 2 cores but barely learn
+        "dqn": {
+            "total_timesteps": 5_000_000,
+            "num_envs": 64,
+            "num_steps": 32,
+            "train_frequency": 1,
+            "n_step": 3,
+            "double_q": True,
+            "learning_rate": 5e-4,
+            "exploration_fraction": 0.2,
+        },
+    },
     "cartpole": {
         # mean return 500 (the maximum) after ~400k steps, ~10 s on 2 CPU cores
         "ppo": {

@@ -15,4 +15,3 @@ def test_ruff(args):
         pytest.skip("ruff is not installed (it comes with the `test` extra)")
     result = subprocess.run(["ruff", *args], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-
