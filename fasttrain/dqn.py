@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import fasttrain
 from fasttrain.config import Config, ConfigError, DQNConfig
 from fasttrain.policy import make_q_network
-from fasttrain.ppo import Timers, maybe_compile, resolve_device, setup_threads
+from fasttrain.ppo import Timers, maybe_compile, measure_training, resolve_device, setup_threads
 
 __all__ = ["DQNConfig", "ReplayBuffer", "Trainer", "nstep_returns", "benchmark_training"]
 
@@ -376,18 +376,4 @@ def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
     overrides = {"game": {"name": game, game: {"dqn": dqn}},
                  "run": {"algo": "dqn", "device": device, "seed": seed}}  # fmt: skip
     config = fasttrain.config.load(overrides=overrides)
-    trainer = Trainer(config, warn=lambda *_: None)
-    trainer.iterate()  # warm-up: compile and allocate outside the timing
-    trainer.timers.reset()
-    start, step0 = time.perf_counter(), trainer.global_step
-    for _ in range(iterations):
-        trainer.iterate()
-    elapsed = time.perf_counter() - start
-    split = trainer.timers.split()
-    return {
-        "sps": (trainer.global_step - step0) / elapsed,
-        **{f"time_{k}": v for k, v in split.items()},
-        "ceiling_sps": learner_ceiling(trainer),
-        "num_envs": trainer.args.num_envs,
-        "batch_size": trainer.batch_size,
-    }
+    return measure_training(Trainer(config, warn=lambda *_: None), iterations, learner_ceiling)

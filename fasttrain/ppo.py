@@ -358,7 +358,11 @@ def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
     if num_envs is not None:
         overrides["game"][game] = {"ppo": {"num_envs": num_envs}}
     config = fasttrain.config.load(overrides=overrides)
-    trainer = Trainer(config, warn=lambda *_: None)
+    return measure_training(Trainer(config, warn=lambda *_: None), iterations, learner_ceiling)
+
+
+def measure_training(trainer, iterations: int, ceiling) -> dict:
+    """Time ``iterations`` iterations after one warm-up; the split and ``ceiling(trainer)``."""
     trainer.iterate()  # warm-up: compile and allocate outside the timing
     trainer.timers.reset()
     start, step0 = time.perf_counter(), trainer.global_step
@@ -369,7 +373,7 @@ def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
     return {
         "sps": (trainer.global_step - step0) / elapsed,
         **{f"time_{k}": v for k, v in split.items()},
-        "ceiling_sps": learner_ceiling(trainer),
+        "ceiling_sps": ceiling(trainer),
         "num_envs": trainer.args.num_envs,
         "batch_size": trainer.batch_size,
     }

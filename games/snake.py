@@ -270,19 +270,7 @@ SPEC = GameSpec(
 
 if __name__ == "__main__":  # speed check: python -m fasttrain.games.snake [num_envs] [steps]
     import sys
-    import time
 
-    from fasttrain.kernels import KernelEnv
+    from fasttrain.kernels.env import speed_check
 
-    num_envs = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
-    num_steps = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    env = KernelEnv(SPEC, num_envs, "cpu", SnakeParams())
-    env.reset(seed=0)
-    actions = np.random.default_rng(0).integers(0, 4, (num_steps, num_envs), dtype=np.int32)
-    env.step()  # compile (or load from cache) outside the timing
-    start = time.perf_counter()
-    for t in range(num_steps):
-        env.arrays["actions"][:] = actions[t]
-        env.step()
-    elapsed = time.perf_counter() - start
-    print(f"snake cpu: {num_envs * num_steps / elapsed:,.0f} env-steps/s ({num_envs} envs)")
+    speed_check(SPEC, SnakeParams(), sys.argv[1:])

@@ -15,11 +15,12 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "1000"  # libgomp: spin this long, then sleep
 
 from .backends import BACKENDS, cuda_available, get_backend, resolve_backend
-from .env import KernelEnv, allocate
+from .env import KernelEnv, allocate, speed_check
 from .rng import rand_float, rand_int, seed_streams, splitmix64
 from .spec import IO_BUFFERS, Field, GameSpec
 
 __all__ = [
     "BACKENDS", "IO_BUFFERS", "Field", "GameSpec", "KernelEnv", "allocate", "cuda_available",
-    "get_backend", "rand_float", "rand_int", "resolve_backend", "seed_streams", "splitmix64",
+    "get_backend", "rand_float", "rand_int", "resolve_backend", "seed_streams", "speed_check",
+    "splitmix64",
 ]  # fmt: skip
