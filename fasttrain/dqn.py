@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import fasttrain
 from fasttrain.config import Config, ConfigError, DQNConfig
 from fasttrain.policy import make_q_network
-from fasttrain.ppo import Timers, maybe_compile, measure_training, resolve_device, setup_threads
+from fasttrain.ppo import Timers, maybe_compile, measure_training, start_run
 
 __all__ = ["DQNConfig", "ReplayBuffer", "Trainer", "nstep_returns", "benchmark_training"]
 
@@ -172,22 +172,14 @@ class Trainer:
         self.config = config
         self.args = args = config.learner("dqn")
         run = config.run
-        self.device = resolve_device(run.device)
-        if run.amp == "fp16" and self.device.type != "cuda":
-            raise ConfigError("run.amp = 'fp16' needs device cuda; use 'bf16' on the CPU")
-        setup_threads(run)
-        torch.manual_seed(run.seed)
-        self.generator = torch.Generator(device=self.device).manual_seed(run.seed)
-        params = config.game_params()
-        backend = "cuda" if self.device.type == "cuda" else "cpu"
-        self.env = env = fasttrain.make(config.game.name, num_envs=args.num_envs, backend=backend,
-                                        seed=run.seed, **vars(params))  # fmt: skip
+        self.device, self.generator, self.env, self.amp_dtype, self.scaler = start_run(
+            config, args.num_envs
+        )
+        env = self.env
         self.q_network = make_q_network(env.obs_shape, env.obs_dtype, env.num_actions,
                                         config.model, self.device, args.dueling)  # fmt: skip
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=args.learning_rate)
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.amp)
-        self.scaler = torch.amp.GradScaler("cuda") if run.amp == "fp16" else None
         self.batch_size = args.batch_size
         self.steps_per_iteration = args.num_envs * args.num_steps
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)

@@ -73,6 +73,26 @@ def maybe_compile(policy, mode: str, example: torch.Tensor, warn=print):
         return policy
 
 
+def start_run(config: Config, num_envs: int):
+    """Setup shared by the learners: device, threads, seeds, the environments, precision.
+
+    Returns ``(device, generator, env, amp_dtype, scaler)``; every check runs before any work.
+    """
+    run = config.run
+    device = resolve_device(run.device)
+    if run.amp == "fp16" and device.type != "cuda":
+        raise ConfigError("run.amp = 'fp16' needs device cuda; use 'bf16' on the CPU")
+    setup_threads(run)
+    torch.manual_seed(run.seed)
+    generator = torch.Generator(device=device).manual_seed(run.seed)
+    backend = "cuda" if device.type == "cuda" else "cpu"
+    env = fasttrain.make(config.game.name, num_envs=num_envs, backend=backend, seed=run.seed,
+                         **vars(config.game_params()))  # fmt: skip
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.amp)
+    scaler = torch.amp.GradScaler("cuda") if run.amp == "fp16" else None
+    return device, generator, env, amp_dtype, scaler
+
+
 @dataclass
 class Timers:
     """Seconds spent per phase since the last ``reset``."""
@@ -100,21 +120,13 @@ class Trainer:
         self.config = config
         self.args = args = config.learner("ppo")
         run = config.run
-        self.device = resolve_device(run.device)
-        if run.amp == "fp16" and self.device.type != "cuda":
-            raise ConfigError("run.amp = 'fp16' needs device cuda; use 'bf16' on the CPU")
-        setup_threads(run)
-        torch.manual_seed(run.seed)
-        self.generator = torch.Generator(device=self.device).manual_seed(run.seed)
-        params = config.game_params()
-        backend = "cuda" if self.device.type == "cuda" else "cpu"
-        self.env = env = fasttrain.make(config.game.name, num_envs=args.num_envs, backend=backend,
-                                        seed=run.seed, **vars(params))  # fmt: skip
+        self.device, self.generator, self.env, self.amp_dtype, self.scaler = start_run(
+            config, args.num_envs
+        )
+        env = self.env
         self.policy = make_policy(env.obs_shape, env.obs_dtype, env.num_actions, config.model,
                                   self.device)  # fmt: skip
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=args.learning_rate, eps=1e-5)
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.amp)
-        self.scaler = torch.amp.GradScaler("cuda") if run.amp == "fp16" else None
         self.batch_size = args.num_envs * args.num_steps
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
