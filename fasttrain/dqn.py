@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import fasttrain
 from fasttrain.config import Config, ConfigError, DQNConfig
 from fasttrain.policy import make_q_network
-from fasttrain.ppo import Timers, maybe_compile, measure_training, start_run
+from fasttrain.ppo import Timers, load_env_state, maybe_compile, measure_training, start_run
 
 __all__ = ["DQNConfig", "ReplayBuffer", "Trainer", "nstep_returns", "benchmark_training"]
 
@@ -319,7 +319,8 @@ class Trainer:
             "model": self.q_network.state_dict(),
             "target_model": self.target_network.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "env": {name: np.array(a) for name, a in self.env.core.arrays.items()},
+            "env": self.env.core.state_dict(),
+            "device": self.device.type,
             "replay": self.buffer.state_dict(),
             "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
@@ -328,16 +329,12 @@ class Trainer:
     def load_state_dict(self, state: dict) -> None:
         if "replay" not in state:
             raise ConfigError("checkpoint holds no DQN replay buffer (was it trained with ppo?)")
+        load_env_state(self, state)  # checked first: nothing changes on a mismatch
         self.global_step = state["global_step"]
         self.iteration = state["iteration"]
         self.q_network.load_state_dict(state["model"])
         self.target_network.load_state_dict(state["target_model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        arrays = self.env.core.arrays
-        for name, value in state["env"].items():
-            if name not in arrays or arrays[name].shape != value.shape:
-                raise ConfigError(f"checkpoint environment array {name!r} does not fit this run")
-            arrays[name][...] = self.env.core.xp.asarray(value)
         self.buffer.load_state_dict(state["replay"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])

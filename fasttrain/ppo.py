@@ -11,13 +11,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 import fasttrain
 from fasttrain.config import Config, ConfigError, PPOConfig
-from fasttrain.kernels.gae import gae_cpu, gae_cuda
+from fasttrain.kernels.gae import gae_cpu, gae_cuda, gae_cuda_args
 from fasttrain.policy import make_policy
 
 __all__ = ["PPOConfig", "Trainer", "train", "benchmark_training", "learner_ceiling"]
@@ -71,6 +70,20 @@ def maybe_compile(policy, mode: str, example: torch.Tensor, warn=print):
     except Exception as exc:  # compilation needs a compiler toolchain; never fatal
         warn(f"warning: torch.compile({mode}) failed, running eagerly: {type(exc).__name__}")
         return policy
+
+
+def load_env_state(trainer, state: dict) -> None:
+    """Check a checkpoint against ``trainer``'s device and env, then restore the env buffers."""
+    saved = state.get("device", "cpu")
+    if saved != trainer.device.type:
+        raise ConfigError(
+            f"checkpoint was written on device {saved!r} and this run is on "
+            f"{trainer.device.type!r}; resume it with run.device = {saved!r}"
+        )
+    try:
+        trainer.env.core.load_state_dict(state["env"])
+    except ValueError as exc:
+        raise ConfigError(f"checkpoint does not fit this run: {exc}") from None
 
 
 def start_run(config: Config, num_envs: int):
@@ -142,6 +155,8 @@ class Trainer:
             self.returns = (torch.zeros((T, N), device=dev) for _ in range(6))  # fmt: skip
         self.terminated = torch.zeros((T, N), dtype=torch.bool, device=dev)
         self.truncated = torch.zeros((T, N), dtype=torch.bool, device=dev)
+        self.last_values = torch.zeros(N, device=dev)
+        self._gae_cuda_args = None  # gae_cuda's device arrays, converted once
         self.obs[0].copy_(env.obs)
         self.act_policy = maybe_compile(self.policy, run.compile, self.obs[0], warn)
         self.timers = Timers()
@@ -180,7 +195,7 @@ class Trainer:
         args = self.args
         t0 = time.perf_counter()
         with torch.inference_mode():
-            last_values = self.act_policy(self.obs[-1])[1]
+            self.last_values.copy_(self.act_policy(self.obs[-1])[1])
             self.final_values.zero_()
             rows = self.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
             if rows[0].numel():
@@ -189,7 +204,7 @@ class Trainer:
             gae_cpu(
                 self.rewards.numpy(),
                 self.values.numpy(),
-                last_values.numpy(),
+                self.last_values.numpy(),
                 self.final_values.numpy(),
                 self.terminated.numpy(),
                 self.truncated.numpy(),
@@ -199,18 +214,14 @@ class Trainer:
                 self.returns.numpy(),
             )
         else:  # numba reads torch's CUDA tensors through __cuda_array_interface__, no copy
-            gae_cuda(
-                self.rewards,
-                self.values,
-                last_values,
-                self.final_values,
-                self.terminated,
-                self.truncated,
-                args.gamma,
-                args.gae_lambda,
-                self.advantages,
-                self.returns,
-            )
+            if self._gae_cuda_args is None:
+                self._gae_cuda_args = gae_cuda_args(
+                    self.rewards, self.values, self.last_values, self.final_values,
+                    self.terminated, self.truncated, args.gamma, args.gae_lambda,
+                    self.advantages, self.returns,
+                )  # fmt: skip
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            gae_cuda(*self._gae_cuda_args, stream=stream)
         self.timers.forward += time.perf_counter() - t0
 
     # --------------------------------------------------------------------------- UPDATE
@@ -299,22 +310,19 @@ class Trainer:
             "iteration": self.iteration,
             "model": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "env": {name: np.array(a) for name, a in self.env.core.arrays.items()},
+            "env": self.env.core.state_dict(),
+            "device": self.device.type,
             "next_obs": self.obs[0].cpu().clone(),
             "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        load_env_state(self, state)  # checked first: nothing changes on a mismatch
         self.global_step = state["global_step"]
         self.iteration = state["iteration"]
         self.policy.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        arrays = self.env.core.arrays
-        for name, value in state["env"].items():
-            if name not in arrays or arrays[name].shape != value.shape:
-                raise ConfigError(f"checkpoint environment array {name!r} does not fit this run")
-            arrays[name][...] = self.env.core.xp.asarray(value)
         self.obs[0].copy_(state["next_obs"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
@@ -375,17 +383,28 @@ def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
 
 def measure_training(trainer, iterations: int, ceiling) -> dict:
     """Time ``iterations`` iterations after one warm-up; the split and ``ceiling(trainer)``."""
+    cuda = trainer.device.type == "cuda"
     trainer.iterate()  # warm-up: compile and allocate outside the timing
     trainer.timers.reset()
+    if cuda:
+        torch.cuda.synchronize(trainer.device)
+        torch.cuda.reset_peak_memory_stats(trainer.device)
     start, step0 = time.perf_counter(), trainer.global_step
     for _ in range(iterations):
         trainer.iterate()
+    if cuda:
+        torch.cuda.synchronize(trainer.device)
     elapsed = time.perf_counter() - start
-    split = trainer.timers.split()
+    split = trainer.timers.split()  # on cuda: host time per phase, a rough split
+    env_bytes = sum(a.nbytes for a in trainer.env.core.arrays.values())
     return {
         "sps": (trainer.global_step - step0) / elapsed,
         **{f"time_{k}": v for k, v in split.items()},
         "ceiling_sps": ceiling(trainer),
         "num_envs": trainer.args.num_envs,
         "batch_size": trainer.batch_size,
+        # GPU memory: the env's CuPy buffers plus torch's peak (storage, model, activations)
+        "gpu_mem_bytes": env_bytes + torch.cuda.max_memory_allocated(trainer.device)
+        if cuda
+        else None,
     }

@@ -49,6 +49,7 @@ class VecEnv:
         self.final_obs = views["final_obs"]  # (N, *obs_shape), valid where an episode ended
         self.obs_dtype = self.obs.dtype
         self.device = self.obs.device
+        self._on_gpu = self.device.type == "cuda"
         self._out_args: dict[tuple, tuple] = {}
 
     _VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
@@ -62,6 +63,7 @@ class VecEnv:
         """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``."""
         if seed is not None:
             _check_seed(seed)
+        self._follow_torch_stream()
         self.core.reset(seed)
         return self.obs
 
@@ -75,6 +77,7 @@ class VecEnv:
         check inside the kernel for free). Returns ``(obs, rewards, terminated, truncated)``,
         views of the kernel buffers.
         """
+        self._follow_torch_stream()
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
         if obs_out is None and final_obs_out is None:
@@ -93,6 +96,12 @@ class VecEnv:
             self.terminated,
             self.truncated,
         )
+
+    def _follow_torch_stream(self):
+        """Launch kernels on torch's current stream, so they are ordered with the learner's
+        work (a policy forward, a copy into ``actions``) with no host synchronisation."""
+        if self._on_gpu:
+            self.core.stream = torch.cuda.current_stream(self.device).cuda_stream
 
     def _load_actions(self, actions):
         expected = (self.num_envs,)
@@ -151,6 +160,7 @@ class VecEnv:
 
     def stats(self) -> dict:
         """Means of ``return``, ``length``, ``score`` over episodes ended since the last call."""
+        self._follow_torch_stream()
         return self.core.stats()
 
     def render(self, i: int = 0) -> str:

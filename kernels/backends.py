@@ -7,6 +7,8 @@ them with numba-cuda, one thread per environment. Each backend compiles a game o
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .build import load_launchers, retarget
@@ -54,11 +56,20 @@ class PythonBackend:
             self._cache[spec.name] = Launchers(step, module.reset_all)
         return self._cache[spec.name]
 
-    def launch_step(self, launchers: Launchers, args: tuple, num_envs: int) -> int:
+    def prepare_args(self, args: tuple) -> tuple:
+        """Launch arguments in the form ``launch_*`` takes (host arrays: as they are)."""
+        return args
+
+    def launch_step(self, launchers: Launchers, args: tuple, num_envs: int, stream: int = 0):
+        """Step every env; returns -1 or the index of the first out-of-range action."""
         return launchers.step(*args)
 
-    def launch_reset(self, launchers: Launchers, args: tuple, num_envs: int) -> None:
+    def launch_reset(self, launchers: Launchers, args: tuple, num_envs: int, stream: int = 0):
         launchers.reset(*args)
+
+    def on_stream(self, stream: int):
+        """Context for array work ordered on ``stream`` (host backends: nothing to order)."""
+        return contextlib.nullcontext()
 
     def to_host(self, array):
         return array

@@ -77,11 +77,17 @@ class KernelEnv:
         self.arrays = allocate(spec, params, self.num_envs, self.xp)
         self.launchers = self.backend.compile(spec)
         self.seed = seed
+        # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
+        # default stream, which torch and CuPy also use unless told otherwise); fasttrain.VecEnv
+        # sets it to torch's current stream
+        self.stream = 0
         self._step_names, self._reset_names = launcher_args(spec)
         self._values = {**spec.param_values(params), "num_actions": spec.num_actions}
         self._step_args = self.step_args(self.arrays["obs"])
         obs_flat = self.arrays["obs"].reshape(self.num_envs, -1)
-        self._reset_args = self._args(self._reset_names, {"obs_flat": obs_flat})
+        self._reset_args = self.backend.prepare_args(
+            self._args(self._reset_names, {"obs_flat": obs_flat})
+        )
 
     def _args(self, names, overrides):
         source = {**self.arrays, **self._values, **overrides}
@@ -89,7 +95,10 @@ class KernelEnv:
 
     def step_args(self, obs, final_obs=None) -> tuple:
         """Launcher arguments writing observations into ``obs`` and, for rows whose episode
-        ends, final observations into ``final_obs`` (default: the env's own buffers)."""
+        ends, final observations into ``final_obs`` (default: the env's own buffers).
+
+        Build them once per pair of buffers and pass them to every ``step``: on cuda this
+        converts each array to a device array, which is too slow to do per step."""
         final_obs = self.arrays["final_obs"] if final_obs is None else final_obs
         flat = obs.reshape(self.num_envs, -1)
         views = {
@@ -100,7 +109,7 @@ class KernelEnv:
             "obs_words": _words(flat),
             "final_obs_words": _words(final_obs.reshape(self.num_envs, -1)),
         }
-        return self._args(self._step_names, views)
+        return self.backend.prepare_args(self._args(self._step_names, views))
 
     @property
     def state(self) -> dict:
@@ -109,12 +118,13 @@ class KernelEnv:
 
     def reset(self, seed: int | None = None):
         """Reset every environment; reseed the per-env streams when ``seed`` is given."""
-        if seed is not None:
-            self.seed = seed
-            self.arrays["rng"][...] = self.xp.asarray(seed_streams(seed, self.num_envs))
-        for name in _STAT_SUMS:
-            self.arrays[name][...] = 0
-        self.backend.launch_reset(self.launchers, self._reset_args, self.num_envs)
+        with self.backend.on_stream(self.stream):
+            if seed is not None:
+                self.seed = seed
+                self.arrays["rng"][...] = self.xp.asarray(seed_streams(seed, self.num_envs))
+            for name in _STAT_SUMS:
+                self.arrays[name][...] = 0
+        self.backend.launch_reset(self.launchers, self._reset_args, self.num_envs, self.stream)
         return self.arrays["obs"]
 
     def step(self, args=None, check: bool = True) -> int:
@@ -126,25 +136,47 @@ class KernelEnv:
         """
         if check and not self.backend.validates_in_kernel:
             actions = self.arrays["actions"]
-            bad = self.xp.flatnonzero((actions < 0) | (actions >= self.spec.num_actions))
-            if bad.size:
-                return int(bad[0])
-        return self.backend.launch_step(self.launchers, args or self._step_args, self.num_envs)
+            with self.backend.on_stream(self.stream):
+                bad = self.xp.flatnonzero((actions < 0) | (actions >= self.spec.num_actions))
+                if bad.size:
+                    return int(bad[0])
+        return self.backend.launch_step(
+            self.launchers, args or self._step_args, self.num_envs, self.stream
+        )
 
     def stats(self) -> dict:
         """Means over episodes finished since the last call (empty dict when none), then clear."""
-        count = int(self.arrays["done_count"].sum())
-        if count == 0:
-            return {}
-        out = {
-            "return": float(self.arrays["done_return"].sum()) / count,
-            "length": float(self.arrays["done_length"].sum()) / count,
-            "score": float(self.arrays["done_score"].sum()) / count,
-            "episodes": count,
-        }
-        for name in _STAT_SUMS:
-            self.arrays[name][...] = 0
+        with self.backend.on_stream(self.stream):
+            count = int(self.arrays["done_count"].sum())
+            if count == 0:
+                return {}
+            out = {
+                "return": float(self.arrays["done_return"].sum()) / count,
+                "length": float(self.arrays["done_length"].sum()) / count,
+                "score": float(self.arrays["done_score"].sum()) / count,
+                "episodes": count,
+            }
+            for name in _STAT_SUMS:
+                self.arrays[name][...] = 0
         return out
+
+    def state_dict(self) -> dict:
+        """Host (NumPy) copies of every buffer, enough to continue bit for bit."""
+        self.backend.synchronize()
+        return {name: np.array(self.backend.to_host(a)) for name, a in self.arrays.items()}
+
+    def load_state_dict(self, arrays: dict) -> None:
+        """Copy ``state_dict()`` output back in; every array is checked before any is written."""
+        for name, value in arrays.items():
+            mine = self.arrays.get(name)
+            if mine is None or tuple(mine.shape) != tuple(np.shape(value)):
+                raise ValueError(f"environment array {name!r} does not fit this env")
+            if np.asarray(value).dtype != mine.dtype:
+                raise ValueError(f"environment array {name!r} has dtype {np.asarray(value).dtype}"
+                                 f", this env uses {mine.dtype}")  # fmt: skip
+        with self.backend.on_stream(self.stream):
+            for name, value in arrays.items():
+                self.arrays[name][...] = self.xp.asarray(value)
 
     def render(self, i: int = 0) -> str:
         """Text picture of environment ``i``."""

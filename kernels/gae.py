@@ -76,13 +76,37 @@ def _gae_kernel(rewards, values, last_values, final_values, terminated, truncate
                       gae_lambda, advantages, returns)  # fmt: skip
 
 
-def gae_cuda(*args, threads: int = 256):
-    """``gae`` on the GPU (or Numba's simulator), one thread per environment (same arguments)."""
+def gae_cuda(*args, threads: int = 256, stream: int = 0):
+    """``gae`` on the GPU (or Numba's simulator), one thread per environment (same arguments).
+
+    Arrays may be CuPy arrays, torch CUDA tensors or Numba device arrays; pass the result of
+    ``gae_cuda_args(...)`` to convert them once instead of on every call. ``stream`` is a raw
+    ``cudaStream_t`` (torch's ``current_stream().cuda_stream``); 0 is the default stream.
+    """
+    from .cuda import device_args, numba_stream
+
+    num_envs = args[0].shape[1]
+    blocks = (num_envs + threads - 1) // threads
+    gae_kernel_cuda()[blocks, threads, numba_stream(stream)](*device_args(args))
+
+
+def gae_kernel_cuda(jit: bool = True):
+    """The GAE kernel for numba-cuda: its dispatcher, or with ``jit=False`` the Python function
+    (whose device-function global is set up) for an offline ``compile_ptx``."""
     global cuda, _gae_env_cuda, _gae_kernel_cuda
-    if _gae_kernel_cuda is None:
+    if _gae_env_cuda is None:
         from numba import cuda
 
         _gae_env_cuda = cuda.jit(device=True)(gae_env)
+    if not jit:
+        return _gae_kernel
+    if _gae_kernel_cuda is None:
         _gae_kernel_cuda = cuda.jit(_gae_kernel)
-    num_envs = args[0].shape[1]
-    _gae_kernel_cuda[(num_envs + threads - 1) // threads, threads](*args)
+    return _gae_kernel_cuda
+
+
+def gae_cuda_args(*args) -> tuple:
+    """``gae_cuda``'s arguments converted once to device arrays, for repeated calls."""
+    from .cuda import device_args
+
+    return device_args(args)

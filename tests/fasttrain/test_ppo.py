@@ -136,6 +136,22 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
     assert result.returncode != 0 and "corrupt" in result.stderr
 
 
+def test_checkpoint_from_another_device_or_env_is_refused_before_any_change(tmp_path):
+    run(tiny(256), out=tmp_path / "a", echo=lambda *_: None)
+    state = checkpoint.load(tmp_path / "a")
+    assert state["device"] == "cpu"
+    trainer = Trainer(tiny(256), warn=lambda *_: None)
+    before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+    with pytest.raises(cfg.ConfigError, match="written on device 'cuda'.*run.device = 'cuda'"):
+        trainer.load_state_dict({**state, "device": "cuda"})
+    bad_env = {**state["env"], "obs": state["env"]["obs"][:, :1]}
+    with pytest.raises(cfg.ConfigError, match="does not fit this run.*'obs'"):
+        trainer.load_state_dict({**state, "env": bad_env})
+    assert trainer.global_step == 0
+    for key, value in trainer.policy.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
 def test_ctrl_c_saves_a_checkpoint(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "fasttrain.cli", "run", "--steps", "100000000",

@@ -130,6 +130,27 @@ def test_determinism(game):
 
 
 @pytest.mark.parametrize("game", GAMES)
+def test_state_dict_continues_bit_for_bit_and_rejects_a_misfit(game):
+    a = fasttrain.make(game, num_envs=8, backend="cpu", seed=5)
+    actions = _random_actions(a, 120, seed=3)
+    _trajectory(a, actions[:60])
+    saved = a.core.state_dict()
+    assert all(not np.shares_memory(saved[k], v) for k, v in a.core.arrays.items())
+    b = fasttrain.make(game, num_envs=8, backend="cpu", seed=99)
+    b.core.load_state_dict(saved)
+    for x, y in zip(_trajectory(a, actions[60:]), _trajectory(b, actions[60:]), strict=True):
+        for u, v in zip(x, y, strict=True):
+            assert torch.equal(u, v)
+    before = {k: v.copy() for k, v in b.core.arrays.items()}
+    with pytest.raises(ValueError, match="'obs' does not fit"):
+        b.core.load_state_dict({**saved, "obs": saved["obs"][:4]})
+    with pytest.raises(ValueError, match="'rng' has dtype"):
+        b.core.load_state_dict({**saved, "rng": saved["rng"].astype(np.int32)})
+    for key, value in b.core.arrays.items():  # nothing was written by the refused loads
+        assert np.array_equal(value, before[key]), key
+
+
+@pytest.mark.parametrize("game", GAMES)
 def test_no_recompilation(game):
     env = fasttrain.make(game, num_envs=8, backend="cpu", seed=0)
     actions = _random_actions(env, 200, seed=1)

@@ -138,3 +138,49 @@ def test_short_ppo_run_on_gpu(tmp_path):
                             "game": {"snake": {"ppo": {"total_timesteps": 200_000}}}})  # fmt: skip
     summary = run(config, out=tmp_path / "gpu", echo=lambda *_: None)
     assert summary["global_step"] >= 100_000
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_steps_are_ordered_on_torch_current_stream():
+    """Kernels follow torch's current stream: actions written by torch on a side stream are
+    read by the step launched in the same stream context, with no host synchronisation."""
+    import torch
+
+    import fasttrain
+
+    a = fasttrain.make("snake", num_envs=4096, backend="cuda", seed=5)
+    b = fasttrain.make("snake", num_envs=4096, backend="cpu", seed=5)
+    side = torch.cuda.Stream()
+    g = torch.Generator().manual_seed(2)
+    with torch.cuda.stream(side):
+        for _ in range(200):
+            act = torch.randint(0, 4, (4096,), generator=g)
+            # a long kernel on the side stream before the step: without stream ordering the
+            # step would read actions that are not written yet
+            torch.cuda._sleep(100_000)
+            a.step(act.to("cuda", non_blocking=True), check=False)
+            b.step(act)
+            assert a.core.stream == side.cuda_stream
+    side.synchronize()
+    assert torch.equal(a.obs.cpu(), b.obs) and torch.equal(a.rewards.cpu(), b.rewards)
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_rollout_makes_no_torch_host_sync():
+    import torch
+
+    from fasttrain import config as cfg
+    from fasttrain.ppo import Trainer
+
+    config = cfg.from_dict({"run": {"device": "cuda"}, "log": {"progress": False},
+                            "game": {"snake": {"ppo": {"num_envs": 4096}}}})  # fmt: skip
+    trainer = Trainer(config, warn=lambda *_: None)
+    trainer.rollout()  # warm-up: compile and allocate
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        trainer.rollout()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()

@@ -1,0 +1,103 @@
+"""The real CUDA compile path, with no GPU: numba-cuda and NVVM turn every game into PTX.
+
+The simulator (``test_cuda.py``) runs the kernels' Python semantics; these tests run numba-cuda's
+hardware compiler on the same generated kernels, so type errors that only the CUDA target sees
+(unsupported operations, int widths, tuple returns) fail in CI, not on a GPU machine. They need
+``numba-cuda[cu12]`` (in the ``test`` extra) and skip without it.
+"""
+
+import importlib.util
+import os
+import re
+
+import pytest
+
+from fasttrain import games
+
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("numba_cuda") is None,
+        reason="needs numba-cuda with NVVM: pip install 'numba-cuda[cu12]'",
+    ),
+    pytest.mark.skipif(
+        os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="needs the real CUDA target"
+    ),
+]
+
+
+def _entries(ptx: str) -> list[str]:
+    return re.findall(r"\.entry\s+(\S+?)\(", ptx)
+
+
+@pytest.mark.parametrize("game", games.names())
+def test_every_game_compiles_to_ptx_for_the_hardware_target(game):
+    from fasttrain.kernels.cuda import compile_ptx
+
+    ptx = compile_ptx(games.get(game), cc=(9, 0))
+    assert set(ptx) == {"step_kernel", "reset_kernel"}
+    for kernel, text in ptx.items():
+        assert ".target sm_90" in text
+        entries = _entries(text)
+        assert len(entries) == 1 and kernel in entries[0], entries
+    # one thread per env, bounds-guarded: the kernel reads its global thread index
+    assert "%ctaid.x" in ptx["step_kernel"] and "%tid.x" in ptx["step_kernel"]
+
+
+def test_the_compute_capability_reaches_the_compiler():
+    from fasttrain.kernels.cuda import compile_ptx
+
+    spec = games.get("snake")
+    assert ".target sm_80" in compile_ptx(spec, cc=(8, 0))["step_kernel"]
+    assert ".target sm_90" in compile_ptx(spec, cc=(9, 0))["step_kernel"]
+
+
+def test_game_params_are_compiled_in_as_kernel_arguments():
+    """A board size is a runtime argument, not a constant: one PTX serves every size."""
+    from fasttrain.kernels.cuda import compile_ptx
+
+    spec = games.get("snake")
+    small = compile_ptx(spec, spec.make_params(height=6, width=6))["step_kernel"]
+    large = compile_ptx(spec, spec.make_params(height=20, width=20))["step_kernel"]
+
+    def unnamed(ptx):  # mangled names carry a per-compile version counter
+        return re.sub(r"_Z\w+", "_Z", ptx)
+
+    assert unnamed(small) == unnamed(large)
+
+
+def test_gae_kernel_compiles_to_ptx():
+    from fasttrain.kernels.cuda import compile_gae_ptx
+
+    ptx = compile_gae_ptx((9, 0))
+    assert ".target sm_90" in ptx and len(_entries(ptx)) == 1
+
+
+def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
+    """compile_ptx really compiles: a game step that only Python can run is refused."""
+    import dataclasses
+
+    from numba.core.errors import TypingError
+
+    from fasttrain.kernels.cuda import compile_ptx
+
+    spec = games.get("snake")
+
+    def step_one(i, actions, rewards, terminated, truncated):
+        rewards[i] = len({"a": actions[i]})  # dicts do not exist on the GPU
+
+    broken = dataclasses.replace(spec, name="broken_snake", step_one=step_one)
+    with pytest.raises(TypingError):
+        compile_ptx(broken)
+
+
+def test_ptxas_assembles_every_kernel():
+    from fasttrain.kernels.cuda import compile_gae_ptx, compile_ptx, find_ptxas, ptxas_info
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc-cu12)")
+    texts = [compile_gae_ptx((9, 0))]
+    for game in games.names():
+        texts += compile_ptx(games.get(game), cc=(9, 0)).values()
+    for text in texts:
+        info = ptxas_info(text, (9, 0))
+        assert re.search(r"Used \d+ registers", info), info
