@@ -48,15 +48,20 @@ def cuda_problem() -> str | None:
         return f"numba-cuda is not installed; {INSTALL_HINT}"
     if simulator():
         return None
+    if getattr(cuda, "implementation", None) != "NVIDIA":
+        return f"numba-cuda is not installed (numba's CUDA target is deprecated); {INSTALL_HINT}"
+    try:
+        if not cuda.is_available():
+            return (
+                "no CUDA GPU is visible (numba.cuda.is_available() is False); it needs an NVIDIA "
+                f"GPU with its driver, and then {INSTALL_HINT}"
+            )
+    except Exception as exc:  # driver problems surface here
+        return f"CUDA is not usable: {exc}"
     try:
         import cupy  # noqa: F401
     except ImportError:
         return f"CuPy is not installed; {INSTALL_HINT}"
-    try:
-        if not cuda.is_available():
-            return "no CUDA GPU is visible (numba.cuda.is_available() is False)"
-    except Exception as exc:  # driver problems surface here
-        return f"CUDA is not usable: {exc}"
     return None
 
 
