@@ -39,6 +39,8 @@ FULL_SWEEP = {
     "cuda": [4096, 65536, 262144, 1048576, 4194304],  # up to 2**22
 }
 QUICK_SWEEP = {"python": [64], "cpu": [256, 4096], "cuda": [4096, 262144]}
+# The python reference steps ~18k env-steps/s: larger sweeps would take minutes per step.
+PYTHON_MAX_ENVS = 4096
 # One benchmark_training call builds a trainer and runs a warm-up iteration, the timed iterations
 # and the learner ceiling, so training repeats are whole calls and there are fewer of them.
 # --quick trains 64 envs instead of the default config's batch, which alone takes a minute here.
@@ -505,6 +507,14 @@ def parse_num_envs(ctx, param, value):
     default=None,
     help="Comma-separated num_envs sweep for every backend (default: per backend).",
 )
+@click.option(
+    "--backend",
+    "backend_names",
+    multiple=True,
+    type=click.Choice(["python", "cpu", "cuda"]),
+    help="Backend for the env rows (repeatable; default: python, cpu, and cuda with "
+    "--device cuda).",
+)
 @click.option("--quick", is_flag=True, help="Short sweep and timings (under 2 minutes).")
 @click.option(
     "--json",
@@ -556,6 +566,7 @@ def bench(
     game_names,
     device,
     num_envs,
+    backend_names,
     quick,
     json_path,
     plot_path,
@@ -611,6 +622,10 @@ def bench(
     train_repeats = min(repeats, preset["train_repeats"])
     train_num_envs = train_num_envs or preset["train_num_envs"]
     backends = ["python", "cpu"] + (["cuda"] if device == "cuda" else [])
+    if backend_names:
+        if "cuda" in backend_names and device != "cuda":
+            raise click.UsageError("--backend cuda needs --device cuda (or auto on a GPU)")
+        backends = [b for b in backends if b in backend_names]
     sweep = {b: num_envs or (QUICK_SWEEP if quick else FULL_SWEEP)[b] for b in backends}
 
     rows: list[dict] = []
@@ -631,7 +646,7 @@ def bench(
     try:
         # ---- compile time, cold then warm, in fresh processes sharing one new cache
         for game in game_names:
-            for backend in backends[1:]:
+            for backend in [b for b in backends if b != "python"]:
                 progress(f"{game} {backend}: compile time (cold and warm cache)")
                 try:
                     figures = bench_compile(game, backend, cache, threads)
@@ -645,6 +660,10 @@ def bench(
             # ---- env-only throughput
             for backend in backends:
                 for n in sweep[backend]:
+                    if backend == "python" and n > PYTHON_MAX_ENVS:
+                        skip(f"env {game} python num_envs={n}", f"the uncompiled reference "
+                             f"runs at most {PYTHON_MAX_ENVS} envs here")  # fmt: skip
+                        continue
                     progress(f"{game} {backend} num_envs={n}: env-steps/s")
                     sps, nbytes = bench_env(game, backend, n, repeats, seconds, seed)
                     note = "random actions"

@@ -53,8 +53,8 @@ def cuda_problem() -> str | None:
     try:
         if not cuda.is_available():
             return (
-                "no CUDA GPU is visible (numba.cuda.is_available() is False); it needs an NVIDIA "
-                f"GPU with its driver, and then {INSTALL_HINT}"
+                "no CUDA GPU is visible (numba.cuda.is_available() is False): the cuda device "
+                f"needs an NVIDIA GPU and its driver; then {INSTALL_HINT}"
             )
     except Exception as exc:  # driver problems surface here
         return f"CUDA is not usable: {exc}"

@@ -132,6 +132,8 @@ def test_plot_is_a_png(tiny_run):
         (["--num-envs", "64,x"], "comma-separated list of positive integers"),
         (["--num-envs", "0"], "comma-separated list of positive integers"),
         (["--threads", "100000"], "NUMBA_NUM_THREADS"),
+        (["--backend", "gpu"], "'gpu' is not one of 'python', 'cpu', 'cuda'"),
+        (["--device", "cpu", "--backend", "cuda"], "--backend cuda needs --device cuda"),
     ],
 )
 def test_bad_input_fails_before_measuring(args, message, tmp_path):
@@ -152,6 +154,19 @@ def test_device_cuda_without_gpu_says_what_is_missing():
     done = run_bench("--device", "cuda", timeout=60)
     assert done.returncode == 2
     assert problem in done.stderr
+
+
+def test_backend_selection_and_the_python_size_cap(tmp_path):
+    json_path = tmp_path / "out.json"
+    done = run_bench("--quick", "--game", "snake", "--backend", "python", "--num-envs", "8,8192",
+                     "--repeats", "1", "--seconds", "0.05", "--train-iterations", "1",
+                     "--train-num-envs", "8", "--threads", "1", "--json", str(json_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(json_path.read_text())
+    env = {(r["backend"], r["num_envs"]) for r in data["results"] if r["kind"] == "env"}
+    assert env == {("python", 8)}  # no cpu rows; 8192 envs is over the reference's cap
+    assert data["compile"] == []
+    assert any("num_envs=8192" in s["what"] for s in data["skipped"])
 
 
 def test_parse_num_envs_sorts_and_dedupes():
