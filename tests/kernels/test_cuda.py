@@ -36,6 +36,23 @@ SIM_SCRIPT = textwrap.dedent("""
         for key, value in a.state.items():
             assert np.array_equal(value, b.state[key]), (name, key)
         assert a.stats() == b.stats() and ended_total > 0
+        # writing into learner-owned slots (rollout storage) and a saved state work the same way
+        slots = torch.zeros((3, *a.obs.shape), dtype=a.obs.dtype)
+        finals = torch.zeros_like(slots)
+        saved = a.core.state_dict()
+        for t in range(3):
+            act = torch.randint(0, a.num_actions, (num_envs,), generator=g)
+            a.step(act, obs_out=slots[t], final_obs_out=finals[t], check=False)
+            b.step(act)
+            assert torch.equal(slots[t], b.obs), (name, t)
+            ended = b.terminated | b.truncated
+            assert torch.equal(finals[t][ended], b.final_obs[ended]), (name, t)
+        a.core.load_state_dict(saved)
+        for t in range(3):
+            a.step(torch.zeros(num_envs, dtype=torch.int64))
+        a.core.load_state_dict(saved)
+        for key, value in a.core.state_dict().items():
+            assert np.array_equal(value, saved[key]), (name, key)
         # the device functions are compiled from the very same game source as the CPU path
         spec = games.get(name)
         launcher = get_backend("cuda").compile(spec).step.py_func
