@@ -123,7 +123,10 @@ class VecEnv:
         if isinstance(actions, np.ndarray):
             if actions.dtype == np.uint64 and actions.max(initial=0) >= 2**63:
                 raise ValueError(f"actions must be in 0..{self.num_actions - 1}")
-            np.copyto(self.core.arrays["actions"], actions, casting="unsafe")
+            if self.core.xp is np:
+                np.copyto(self.core.arrays["actions"], actions, casting="unsafe")
+            else:  # a device buffer: copy through torch (host to device)
+                self.actions.copy_(torch.from_numpy(actions.astype(np.int64, copy=False)))
         else:
             self.actions.copy_(actions)
 

@@ -158,9 +158,10 @@ def test_device_cuda_without_gpu_says_what_is_missing():
 
 def test_backend_selection_and_the_python_size_cap(tmp_path):
     json_path = tmp_path / "out.json"
-    done = run_bench("--quick", "--game", "snake", "--backend", "python", "--num-envs", "8,8192",
-                     "--repeats", "1", "--seconds", "0.05", "--train-iterations", "1",
-                     "--train-num-envs", "8", "--threads", "1", "--json", str(json_path))  # fmt: skip
+    args = ["--quick", "--game", "snake", "--backend", "python", "--num-envs", "8,8192",
+            "--repeats", "1", "--seconds", "0.05", "--train-iterations", "1",
+            "--train-num-envs", "8", "--threads", "1"]  # fmt: skip
+    done = run_bench(*args, "--json", str(json_path))
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(json_path.read_text())
     env = {(r["backend"], r["num_envs"]) for r in data["results"] if r["kind"] == "env"}

@@ -143,6 +143,12 @@ def test_gpu_views_are_zero_copy():
         assert obs.data_ptr() == pointer
     env.core.arrays["rewards"][3] = 42.0
     assert float(env.rewards[3]) == 42.0
+    # NumPy actions (what the Gymnasium and SB3 adapters pass) reach the device buffer
+    import numpy as np
+
+    host_actions = np.arange(256, dtype=np.int32) % 4
+    env.step(host_actions)
+    assert torch.equal(env.actions.cpu(), torch.from_numpy(host_actions.astype(np.int64)))
 
 
 @pytest.mark.gpu
