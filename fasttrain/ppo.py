@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 import fasttrain
 from fasttrain.config import Config, ConfigError, PPOConfig
-from fasttrain.kernels.gae import gae_cpu, gae_cuda, gae_cuda_args
+from fasttrain.kernels.cuda import device_args
+from fasttrain.kernels.gae import gae_cpu, gae_cuda
 from fasttrain.policy import make_policy
 
 __all__ = ["PPOConfig", "Trainer", "train", "benchmark_training", "learner_ceiling"]
@@ -215,11 +216,11 @@ class Trainer:
             )
         else:  # numba reads torch's CUDA tensors through __cuda_array_interface__, no copy
             if self._gae_cuda_args is None:
-                self._gae_cuda_args = gae_cuda_args(
+                self._gae_cuda_args = device_args((
                     self.rewards, self.values, self.last_values, self.final_values,
                     self.terminated, self.truncated, args.gamma, args.gae_lambda,
                     self.advantages, self.returns,
-                )  # fmt: skip
+                ))  # fmt: skip
             stream = torch.cuda.current_stream(self.device).cuda_stream
             gae_cuda(*self._gae_cuda_args, stream=stream)
         self.timers.forward += time.perf_counter() - t0

@@ -78,11 +78,7 @@ def device_args(args) -> tuple:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         def convert(a):
-            if isinstance(a, np.ndarray):
-                return FakeCUDAArray(a)
-            if hasattr(a, "numpy") and hasattr(a, "is_cuda"):  # a torch CPU tensor
-                return FakeCUDAArray(a.detach().numpy())
-            return a
+            return FakeCUDAArray(a) if isinstance(a, np.ndarray) else a
 
     else:
         from numba import cuda

@@ -79,8 +79,8 @@ def _gae_kernel(rewards, values, last_values, final_values, terminated, truncate
 def gae_cuda(*args, threads: int = 256, stream: int = 0):
     """``gae`` on the GPU (or Numba's simulator), one thread per environment (same arguments).
 
-    Arrays may be CuPy arrays, torch CUDA tensors or Numba device arrays; pass the result of
-    ``gae_cuda_args(...)`` to convert them once instead of on every call. ``stream`` is a raw
+    Arrays may be CuPy arrays, torch CUDA tensors or Numba device arrays; convert them once
+    with ``fasttrain.kernels.cuda.device_args`` for repeated calls. ``stream`` is a raw
     ``cudaStream_t`` (torch's ``current_stream().cuda_stream``); 0 is the default stream.
     """
     from .cuda import device_args, numba_stream
@@ -103,10 +103,3 @@ def gae_kernel_cuda(jit: bool = True):
     if _gae_kernel_cuda is None:
         _gae_kernel_cuda = cuda.jit(_gae_kernel)
     return _gae_kernel_cuda
-
-
-def gae_cuda_args(*args) -> tuple:
-    """``gae_cuda``'s arguments converted once to device arrays, for repeated calls."""
-    from .cuda import device_args
-
-    return device_args(args)
