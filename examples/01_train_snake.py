@@ -17,7 +17,7 @@ import tempfile
 import fasttrain
 from fasttrain import config as cfg
 from fasttrain.checkpoint import load_agent
-from fasttrain.ppo import train
+from fasttrain.runner import run
 
 
 def budget() -> int:
@@ -27,22 +27,24 @@ def budget() -> int:
 
 
 # 1. Configuration. Any key of config.toml can be set here, exactly as with `--set` on the
-#    command line. A small 8x8 board learns quickly; [game.snake.ppo] holds Snake's tuned
-#    learner settings, so the step budget goes there too.
+#    command line; what you set beats Snake's tuned learner settings (fasttrain.presets), which
+#    beat the built-in defaults. A small 8x8 board learns quickly.
 steps = budget()
-config = cfg.load(sets=[
-    "game.snake.height=8",
-    "game.snake.width=8",
-    f"game.snake.ppo.total_timesteps={steps}",
-    "log.progress=false",
-    "log.interval_s=10",
-])  # fmt: skip
+config = cfg.load(
+    sets=[
+        "game.snake.height=8",
+        "game.snake.width=8",
+        f"ppo.total_timesteps={steps}",
+        "log.progress=false",
+        "log.interval_s=10",
+    ]
+)
 print(f"training PPO on snake 8x8 for {steps:,} steps")
 
-# 2. Train. `train` returns the run summary; the run directory holds everything needed to
+# 2. Train. `run` returns the run summary; the run directory holds everything needed to
 #    resume (`fasttrain run --resume DIR --steps N`) or to play.
 run_dir = os.path.join(tempfile.mkdtemp(prefix="fasttrain-"), "snake-ppo")
-summary = train(config, out=run_dir)
+summary = run(config, out=run_dir)
 print(
     f"trained: mean score {summary['score']:.2f} (fruits per episode) in {summary['wall_s']:.0f} s"
 )

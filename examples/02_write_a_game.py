@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 import fasttrain
-from fasttrain.kernels import Field, GameSpec, cuda_available, rand_int
+from fasttrain.config import load
+from fasttrain.kernels import Field, GameSpec, assert_backends_agree, cuda_available, rand_int
+from fasttrain.runner import run
 
 # --------------------------------------------------------------------------- the game: Catch
 #
@@ -132,47 +135,42 @@ def main():
     fasttrain.games.register(SPEC)
     print("registered games:", ", ".join(fasttrain.games.names()))
 
-    # 2. Step it on every backend with the same seed and actions. "python" runs the functions
-    #    above uncompiled (easy to debug with print or pdb); "cpu" compiles them with numba.
+    # 2. Check it on every backend: the same seed and actions must give bit-identical buffers,
+    #    final observations and stats after every step. "python" runs the functions above
+    #    uncompiled (easy to debug with print or pdb); "cpu" compiles them with numba.
     backends = ["python", "cpu"] + (["cuda"] if cuda_available() else [])
     num_envs, num_steps = 64, 50
-    actions = np.random.default_rng(0).integers(0, SPEC.num_actions, (num_steps, num_envs))
-    results = {}
-    for backend in backends:
-        env = fasttrain.make("catch", num_envs=num_envs, backend=backend, seed=0)
-        trajectory = []
-        for t in range(num_steps):
-            obs, rewards, terminated, truncated = env.step(actions[t])
-            trajectory.append((obs.cpu().numpy().copy(), rewards.cpu().numpy().copy()))
-        results[backend] = trajectory
-        print(f"{backend:>6}: {env.stats()}")
-    print(env.render(0))
+    episodes = assert_backends_agree(SPEC, backends, num_envs, num_steps, seed=0)
     for backend in backends[1:]:
-        for (obs_a, rew_a), (obs_b, rew_b) in zip(results["python"], results[backend], strict=True):
-            np.testing.assert_array_equal(obs_a, obs_b)  # integer game: bit-identical
-            np.testing.assert_array_equal(rew_a, rew_b)
         print(f"python and {backend} agree on {num_steps} steps x {num_envs} envs")
+    env = fasttrain.make("catch", num_envs=num_envs, backend="cpu", seed=0)
+    for _ in range(3):
+        env.step(np.full(num_envs, STAY))
+    print(f"{episodes} episodes ended; env 0 after three steps:")
+    print(env.render(0))
 
     # 3. Train PPO on it (the learner reads the env buffers without copying).
-    try:
-        from fasttrain.config import load
-        from fasttrain.ppo import train
-    except ImportError as exc:
-        print(f"fasttrain.ppo is not available ({exc}); skipping training")
-        return
-    import tempfile
-
     steps = budget()
-    config = load(overrides={
-        "game": {"name": "catch"},
-        "run": {"device": "cpu", "seed": 0},
-        "ppo": {"total_timesteps": steps, "num_envs": 64, "num_steps": 16, "num_minibatches": 4,
-                "update_epochs": 4, "learning_rate": 2.5e-3, "ent_coef": 0.01},
-        "model": {"hidden": 64},
-        "log": {"progress": False},
-    })  # fmt: skip
+    ppo = dict(
+        total_timesteps=steps,
+        num_envs=64,
+        num_steps=16,
+        num_minibatches=4,
+        update_epochs=4,
+        learning_rate=2.5e-3,
+        ent_coef=0.01,
+    )
+    config = load(
+        overrides={
+            "game": {"name": "catch"},
+            "run": {"device": "cpu", "seed": 0},
+            "ppo": ppo,
+            "model": {"hidden": 64},
+            "log": {"progress": False},
+        }
+    )
     with tempfile.TemporaryDirectory() as out:
-        summary = train(config, out=os.path.join(out, "catch-ppo"))
+        summary = run(config, out=os.path.join(out, "catch-ppo"))
     # a random paddle catches about 1 ball in `cols`; a trained one nearly all (return near +1)
     print(f"PPO on catch: mean return {summary['episodic_return']:.2f} after {steps:,} steps")
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import torch
 
-from fasttrain.config import ConfigError
+from fasttrain import config as cfg
+from fasttrain import games
+from fasttrain.errors import ConfigError
+from fasttrain.learners import LEARNERS
 
 FILENAME = "checkpoint.pt"
 FORMAT = 1
@@ -45,29 +48,13 @@ def load(path) -> dict:
 
 def load_agent(path, game: str | None = None):
     """A greedy ``obs -> actions`` callable from a run directory, and the game's params."""
-    from fasttrain import config as cfg
-    from fasttrain import games
-    from fasttrain.policy import make_policy, make_q_network
-
     state = load(path)
-    config = cfg.from_dict(cfg.tomllib.loads(state["config"]))
+    config = cfg.from_dict(cfg.tomllib.loads(state["config"]), "checkpoint")
     if game is not None and game != config.game.name:
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
     spec = games.get(config.game.name)
     params = config.game_params()
-    shape = spec.obs_shape(params)
-    if config.run.algo == "dqn":
-        dueling = config.learner("dqn").dueling
-        policy = make_q_network(shape, spec.obs_dtype, spec.num_actions, config.model,
-                                dueling=dueling)  # fmt: skip
-    else:
-        policy = make_policy(shape, spec.obs_dtype, spec.num_actions, config.model)
-    policy.load_state_dict(state["model"])
-    policy.eval()
-
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            out = policy(obs)  # PPO: (logits, values); DQN: Q-values
-            return (out[0] if isinstance(out, tuple) else out).argmax(dim=1)
-
+    act = LEARNERS[config.run.algo].actor(
+        config, spec.obs_shape(params), spec.obs_dtype, spec.num_actions, state["model"]
+    )
     return act, vars(params)

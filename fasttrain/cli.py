@@ -7,6 +7,9 @@ import time
 
 import click
 
+from fasttrain.device import DEVICES
+from fasttrain.learners import LEARNERS
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fasttrain")
@@ -18,7 +21,7 @@ def main():
 @click.option(
     "--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]"
 )
-@click.option("--algo", type=click.Choice(["ppo", "dqn"]), default=None, help="Learning algorithm.")
+@click.option("--algo", type=click.Choice(list(LEARNERS)), default=None, help="Learning algorithm.")
 @click.option(
     "--steps",
     type=click.IntRange(min=1),
@@ -26,7 +29,7 @@ def main():
     help="Total environment steps (with --resume: the new total).",
 )
 @click.option("--num-envs", type=click.IntRange(min=1), default=None, help="Parallel environments.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None)
+@click.option("--device", type=click.Choice(DEVICES), default=None)
 @click.option("--seed", type=int, default=None)
 @click.option(
     "--out",
@@ -58,17 +61,19 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
     from fasttrain import checkpoint
     from fasttrain import config as cfg
+    from fasttrain import games as registry
     from fasttrain.runner import run as run_training
 
     try:
-        base = {}
+        layers = []  # lowest precedence first; presets sit below all of them
         if resume:
             if out:
                 raise cfg.ConfigError("--resume continues in its own directory; drop --out")
-            base = cfg.tomllib.loads(checkpoint.load(resume)["config"])
+            layers.append(("checkpoint", cfg.tomllib.loads(checkpoint.load(resume)["config"])))
         if config_file:
-            base = cfg.merge(base, cfg.load_toml(config_file))
-        overrides: dict = {}
+            layers.append((f"--config {config_file}", cfg.load_toml(config_file)))
+        layers.append(("--set", cfg.parse_set(sets)))
+        flags: dict = {}
         for section, key, value in (
             ("run", "algo", algo),
             ("run", "device", device),
@@ -76,16 +81,14 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
             ("game", "name", game),
         ):
             if value is not None:
-                overrides.setdefault(section, {})[key] = value
-        config = cfg.from_dict(cfg.merge(cfg.merge(base, cfg.parse_set(sets)), overrides))
+                flags.setdefault(section, {})[key] = value
         learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
-        if learner:  # per-game section, so it wins over the game's tuned defaults
-            config = cfg.from_dict(
-                cfg.merge(
-                    cfg.merge(cfg.merge(base, cfg.parse_set(sets)), overrides),
-                    {"game": {config.game.name: {config.run.algo: learner}}},
-                )
-            )
+        game_name = cfg.peek([*layers, ("", flags)], "game", "name")
+        chosen = cfg.peek([*layers, ("", flags)], "run", "algo")
+        if learner and isinstance(chosen, str) and game_name in registry.names():
+            # --steps and --num-envs: the chosen learner on the chosen game, on top of everything
+            flags.setdefault("game", {})[game_name] = {chosen: learner}
+        config = cfg.build([*layers, ("command line", flags)])
         run_training(config, out=out, resume=resume)
     except cfg.ConfigError as exc:
         raise click.ClickException(str(exc)) from None

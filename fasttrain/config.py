@@ -1,9 +1,13 @@
 """Run configuration: frozen dataclasses whose defaults equal ``config.toml``.
 
-Sections: ``[run]``, ``[game]``, ``[game.<name>]`` (the game's params), ``[ppo]``, ``[dqn]``,
-``[model]``, ``[log]``, and per-game learner overrides in ``[game.<name>.ppo]`` and
-``[game.<name>.dqn]``. Every field's docstring is
-its documentation, its comment in config.toml and its ``--set`` help.
+Sections: ``[run]``, ``[game]``, ``[game.<name>]`` (the game's params), one section per learner
+(``[ppo]``, ``[dqn]``: each learner's config dataclass, see ``fasttrain.learners``), ``[model]``,
+``[log]``, and per-game learner settings in ``[game.<name>.<learner>]``. Every field's docstring
+is its documentation, its comment in config.toml and its ``--set`` help.
+
+Precedence, lowest first: built-in defaults < per-game tuned values (``fasttrain.presets``) <
+the user's ``--config`` file < ``--set`` < command-line flags. The config is built and checked
+once, before any work.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import inspect
 import os
 import sys
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 if sys.version_info >= (3, 11):
@@ -22,16 +27,19 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from fasttrain import games
+from fasttrain.device import DEVICES
+from fasttrain.errors import ConfigError
+from fasttrain.learners import LEARNERS
+from fasttrain.models import MODEL_KINDS
+from fasttrain.presets import GAME_DEFAULTS, preset
 
-
-class ConfigError(ValueError):
-    """A bad config file, key, value or combination; the message is one line."""
+__all__ = ["GAME_DEFAULTS", "Config", "ConfigError", "build", "from_dict", "load", "to_toml"]
 
 
 @dataclass(frozen=True)
 class RunConfig:
     algo: str = "ppo"
-    """learning algorithm: ppo | dqn"""
+    """learning algorithm (see fasttrain.learners.LEARNERS): ppo | dqn"""
     seed: int = 0
     """seed of the environments, the network and the sampling"""
     device: str = "auto"
@@ -52,92 +60,6 @@ class RunConfig:
 class GameConfig:
     name: str = "snake"
     """game to train on (see `fasttrain games`)"""
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    total_timesteps: int = 5_000_000
-    """environment steps to train for (--steps)"""
-    num_envs: int = 256
-    """parallel environments"""
-    num_steps: int = 128
-    """steps per environment per rollout"""
-    learning_rate: float = 1e-3
-    """Adam learning rate"""
-    anneal_lr: bool = True
-    """decay the learning rate linearly to 0 over total_timesteps"""
-    gamma: float = 0.99
-    """discount factor"""
-    gae_lambda: float = 0.95
-    """GAE trace decay"""
-    num_minibatches: int = 8
-    """minibatches per epoch (batch = num_envs * num_steps must divide evenly)"""
-    update_epochs: int = 2
-    """passes over each batch"""
-    norm_adv: bool = True
-    """normalise advantages per minibatch"""
-    clip_coef: float = 0.2
-    """policy ratio clipping"""
-    clip_vloss: bool = True
-    """clip the value loss as in the PPO paper"""
-    ent_coef: float = 0.01
-    """entropy bonus coefficient"""
-    vf_coef: float = 0.5
-    """value loss coefficient"""
-    max_grad_norm: float = 0.5
-    """gradient norm clipping"""
-    target_kl: float = 0.0
-    """stop an update early when the approximate KL exceeds this (0: never)"""
-
-
-@dataclass(frozen=True)
-class DQNConfig:
-    total_timesteps: int = 500_000
-    """environment steps to train for (--steps)"""
-    num_envs: int = 128
-    """parallel environments"""
-    num_steps: int = 64
-    """vectorised steps per iteration (the unit of logging and run.checkpoint_interval)"""
-    buffer_size: int = 100_000
-    """replay capacity in transitions (rounded down to whole steps of num_envs envs)"""
-    learning_starts: int = 10_000
-    """environment steps of random-ish acting before the first update"""
-    train_frequency: int = 4
-    """vectorised steps between updates (each adds num_envs transitions; divides num_steps)"""
-    gradient_steps: int = 1
-    """gradient steps per update"""
-    batch_size: int = 256
-    """transitions sampled per gradient step"""
-    learning_rate: float = 2.5e-4
-    """Adam learning rate"""
-    gamma: float = 0.99
-    """discount factor"""
-    target_network_frequency: int = 10_000
-    """environment steps between target network updates"""
-    tau: float = 1.0
-    """target update rate (1: copy the online network)"""
-    start_e: float = 1.0
-    """exploration epsilon at the start"""
-    end_e: float = 0.05
-    """exploration epsilon at the end of the schedule"""
-    exploration_fraction: float = 0.5
-    """fraction of total_timesteps over which epsilon decays linearly from start_e to end_e"""
-    n_step: int = 1
-    """n-step returns (cut at episode ends; truncation bootstraps from the final observation)"""
-    double_q: bool = False
-    """Double DQN: the online network picks the next action, the target network values it"""
-    dueling: bool = False
-    """dueling heads: Q = V + A - mean(A)"""
-    prioritized: bool = False
-    """prioritized replay, proportional to |TD error|^prio_alpha"""
-    prio_alpha: float = 0.6
-    """priority exponent"""
-    prio_beta: float = 0.4
-    """importance-sampling exponent at the start, annealed linearly to 1"""
-    loss: str = "mse"
-    """huber | mse: TD loss"""
-    max_grad_norm: float = 10.0
-    """gradient norm clipping"""
 
 
 @dataclass(frozen=True)
@@ -162,84 +84,157 @@ class LogConfig:
     """show a progress bar when stdout is a terminal"""
 
 
-SECTIONS = {"run": RunConfig, "game": GameConfig, "ppo": PPOConfig, "dqn": DQNConfig,
-            "model": ModelConfig, "log": LogConfig}  # fmt: skip
-LEARNER_SECTIONS = ("ppo", "dqn")  # may be overridden per game in [game.<name>.<section>]
+FIXED_SECTIONS = {"run": RunConfig, "game": GameConfig, "model": ModelConfig, "log": LogConfig}
+
+
+class _Sections(Mapping):
+    """Section name -> dataclass, in file order; learner sections follow ``LEARNERS`` live."""
+
+    def _all(self) -> dict:
+        learners = {name: learner.config for name, learner in LEARNERS.items()}
+        return {
+            "run": RunConfig,
+            "game": GameConfig,
+            **learners,
+            "model": ModelConfig,
+            "log": LogConfig,
+        }
+
+    def __getitem__(self, name):
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+
+SECTIONS = _Sections()
+LEARNER_SECTIONS = LEARNERS.keys()  # may be overridden per game in [game.<name>.<learner>]
 CHOICES = {
-    ("run", "algo"): ("ppo", "dqn"),
-    ("run", "device"): ("auto", "cpu", "cuda"),
+    ("run", "device"): DEVICES,
     ("run", "amp"): ("off", "bf16", "fp16"),
     ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
-    ("model", "kind"): ("auto", "mlp", "cnn"),
+    ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),
     ("dqn", "loss"): ("huber", "mse"),
 }
-# Per-game tuned learner settings: the defaults of [game.<name>.ppo] and [game.<name>.dqn]
-# (also in config.toml). CartPole's DQN values pass tests/fasttrain/test_dqn.py's learning test.
-GAME_DEFAULTS: dict[str, dict[str, dict]] = {
-    # 12x12 Snake on 2 CPU cores: mean score ~26 after 20M steps in ~4 minutes
-    "snake": {
-        "ppo": {"total_timesteps": 20_000_000, "num_envs": 1024, "num_steps": 32},
-        # mean score ~8 after 5M steps (~5 minutes): 4 sampled transitions per env transition;
-        # fewer updates run 100-260k SPS on 2 cores but barely learn
-        "dqn": {
-            "total_timesteps": 5_000_000,
-            "num_envs": 64,
-            "num_steps": 32,
-            "train_frequency": 1,
-            "n_step": 3,
-            "double_q": True,
-            "learning_rate": 5e-4,
-            "exploration_fraction": 0.2,
-        },
-    },
-    "cartpole": {
-        # mean return 500 (the maximum) after ~400k steps, ~10 s on 2 CPU cores
-        "ppo": {
-            "total_timesteps": 500_000,
-            "num_envs": 64,
-            "num_steps": 32,
-            "num_minibatches": 4,
-            "update_epochs": 4,
-            "learning_rate": 2.5e-3,
-            "ent_coef": 0.0,
-        },
-        "dqn": {
-            "num_envs": 16,
-            "num_steps": 32,
-            "buffer_size": 20_000,
-            "train_frequency": 1,
-            "batch_size": 128,
-            "target_network_frequency": 500,
-            "n_step": 3,
-            "double_q": True,
-        },
-    },
-}
+
+
+def choices(section: str, key: str):
+    """The valid values of ``section.key``, or None when any value of its type goes."""
+    if (section, key) == ("run", "algo"):
+        return tuple(LEARNERS)
+    return CHOICES.get((section, key))
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One source of settings, already checked: only the keys it sets.
+
+    ``sections``: section -> {key: value} for run, game, model, log and learner sections;
+    ``games``: game -> {"params": {...}, learner: {...}} from its [game.<name>] tables.
+    """
+
+    label: str  # where the values came from: "--config FILE", "--set", "checkpoint", ...
+    sections: dict
+    games: dict
 
 
 @dataclass(frozen=True)
 class Config:
+    """A resolved run configuration. Build it with ``load`` or ``from_dict``.
+
+    Learner settings take this precedence: the learner's dataclass defaults < the game's tuned
+    values (``fasttrain.presets``) < each layer in order (``--config`` file < ``--set`` < command
+    line flags), where inside one layer ``[game.<name>.<learner>]`` beats ``[<learner>]``.
+    """
+
     run: RunConfig = field(default_factory=RunConfig)
     game: GameConfig = field(default_factory=GameConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    dqn: DQNConfig = field(default_factory=DQNConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    learners: dict = field(default_factory=dict)
+    """the [<learner>] sections as written (every layer merged), by learner name"""
     games: dict = field(default_factory=dict)
-    """per game: {"params": {...}, "ppo": {...}, "dqn": {...}} as given in [game.<name>] sections"""
+    """per game: {"params": {...}, "<learner>": {...}} as written in [game.<name>] tables"""
+    layers: tuple = field(default=(), compare=False, repr=False)
+    """the checked layers this config was built from, lowest precedence first"""
 
-    def game_params(self):
-        """The chosen game's params object (defaults plus [game.<name>] overrides)."""
-        spec = games.get(self.game.name)
-        return spec.make_params(**self.games.get(self.game.name, {}).get("params", {}))
+    def __getattr__(self, name):
+        # config.ppo, config.dqn: a learner's section as written (defaults where not set)
+        if not name.startswith("_") and name in LEARNERS:
+            return self.learners.get(name) or LEARNERS[name].config()
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def learner(self, section: str = "ppo"):
-        """The learner config with the chosen game's [game.<name>.<section>] overrides applied."""
-        base = getattr(self, section)
-        overrides = {**GAME_DEFAULTS.get(self.game.name, {}).get(section, {}),
-                     **self.games.get(self.game.name, {}).get(section, {})}  # fmt: skip
-        return dataclasses.replace(base, **overrides)
+    def game_params(self, game: str | None = None):
+        """The params object of ``game`` (default: the chosen one) with [game.<name>] applied."""
+        game = game or self.game.name
+        return games.get(game).make_params(**self.games.get(game, {}).get("params", {}))
+
+    def learner(self, name: str | None = None, game: str | None = None):
+        """The settings learner ``name`` (default: ``run.algo``) uses on ``game`` (default:
+        the chosen one): defaults < the game's presets < each layer, as the class says."""
+        name, game = name or self.run.algo, game or self.game.name
+        values, _ = self._resolve(name, game)
+        return LEARNERS[name].config(**values)
+
+    def _layers(self) -> tuple:
+        if self.layers:
+            return self.layers
+        # built directly (Config(...)): what differs from the defaults counts as set
+        sections = {n: _changed(s) for n, s in self.learners.items()}
+        return (Layer("config", sections, self.games),)
+
+    def _resolve(self, name: str, game: str) -> tuple[dict, dict]:
+        """Values set for learner ``name`` on ``game`` and where each came from."""
+        values, sources = {}, {}
+
+        def apply(table: dict, label: str):
+            values.update(table)
+            sources.update(dict.fromkeys(table, label))
+
+        apply(preset(game, name), f"{game} preset")
+        for layer in self._layers():
+            apply(layer.sections.get(name, {}), layer.label)
+            specific = layer.games.get(game, {}).get(name, {})
+            apply(specific, f"{layer.label} [game.{game}.{name}]")
+        return values, sources
+
+    def overrides(self) -> list[str]:
+        """``key=value (source)`` for each setting of this run that differs from its default:
+        the chosen learner, game params, run, model and log."""
+        out = []
+        values, sources = self._resolve(self.run.algo, self.game.name)
+        defaults = LEARNERS[self.run.algo].config()
+        for key, value in values.items():
+            if value != getattr(defaults, key):
+                out.append(f"{self.run.algo}.{key}={value!r} ({sources[key]})")
+        where = {}
+        for layer in self._layers():
+            for section, table in layer.sections.items():
+                where.update({f"{section}.{k}": layer.label for k in table})
+            params = layer.games.get(self.game.name, {}).get("params", {})
+            where.update({f"game.{self.game.name}.{k}": layer.label for k in params})
+        defaults = {"run": RunConfig(), "model": ModelConfig(), "log": LogConfig()}
+        for section, default in defaults.items():
+            for key, value in dataclasses.asdict(getattr(self, section)).items():
+                if value != getattr(default, key):
+                    out.append(f"{section}.{key}={value!r} ({where.get(f'{section}.{key}')})")
+        params = self.game_params()
+        default_params = type(params)()
+        for key, value in dataclasses.asdict(params).items():
+            if value != getattr(default_params, key):
+                name = f"game.{self.game.name}.{key}"
+                out.append(f"{name}={value!r} ({where.get(name)})")
+        return out
+
+
+def _changed(section) -> dict:
+    """Fields of a dataclass instance that differ from the class defaults."""
+    default = type(section)()
+    return {k: v for k, v in dataclasses.asdict(section).items() if v != getattr(default, k)}
 
 
 # ------------------------------------------------------------------------------- docs
@@ -263,7 +258,7 @@ def field_docs(cls) -> dict[str, str]:
 # ------------------------------------------------------------------------------- loading
 
 
-def _check_value(where: str, default, value, choices=None):
+def _check_value(where: str, default, value, valid=None):
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):
@@ -275,26 +270,27 @@ def _check_value(where: str, default, value, choices=None):
         ok = isinstance(value, type(default))
     if not ok:
         raise ConfigError(f"{where} must be {type(default).__name__}, got {value!r}")
-    if choices and value not in choices:
-        raise ConfigError(f"{where} must be one of {', '.join(choices)}; got {value!r}")
+    if valid and value not in valid:
+        raise ConfigError(f"{where} must be one of {', '.join(valid)}; got {value!r}")
     return value
 
 
 def _section_values(name: str, cls, table: dict) -> dict:
     if not isinstance(table, dict):
         raise ConfigError(f"[{name}] must be a table")
-    valid = {f.name: f for f in dataclasses.fields(cls) if f.name != "games"}
+    valid = {f.name: f for f in dataclasses.fields(cls)}
     out = {}
+    section = name.split(".")[-1]
     for key, value in table.items():
         if key not in valid:
             raise ConfigError(f"unknown key {key!r} in [{name}]; valid: {', '.join(valid)}")
-        section = name.split(".")[-1]
-        out[key] = _check_value(f"{name}.{key}", valid[key].default, value,
-                                CHOICES.get((section, key)))  # fmt: skip
+        default = valid[key].default
+        out[key] = _check_value(f"{name}.{key}", default, value, choices(section, key))
     return out
 
 
 def _game_tables(table: dict) -> tuple[dict, dict]:
+    """[game] keys, and per game {"params": {...}, learner: {...}} from [game.<name>] tables."""
     plain = {k: v for k, v in table.items() if not isinstance(v, dict)}
     per_game = {}
     for name, sub in table.items():
@@ -304,38 +300,81 @@ def _game_tables(table: dict) -> tuple[dict, dict]:
             raise ConfigError(
                 f"unknown game section [game.{name}]; valid: {', '.join(games.names())}"
             )
-        spec = games.get(name)
         entry = {"params": {}}
         for key, value in sub.items():
-            if key in LEARNER_SECTIONS:
-                entry[key] = _section_values(f"game.{name}.{key}", SECTIONS[key], value)
+            if key in LEARNERS:
+                entry[key] = _section_values(f"game.{name}.{key}", LEARNERS[key].config, value)
             else:
                 entry["params"][key] = value
-        try:
-            spec.make_params(**entry["params"])
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"[game.{name}]: {exc}") from None
+        _check_params(name, entry["params"])
         per_game[name] = entry
     return plain, per_game
 
 
-def from_dict(data: dict) -> Config:
-    """Build and validate a Config from a parsed TOML document."""
+def _check_params(game: str, params: dict):
+    try:
+        return games.get(game).make_params(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[game.{game}]: {exc}") from None
+
+
+def check_layer(data: dict, label: str = "config") -> Layer:
+    """Check a parsed TOML document (or ``--set`` items) as one layer of settings."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label}: expected a table of sections")
     unknown = set(data) - set(SECTIONS)
     if unknown:
         raise ConfigError(f"unknown section [{sorted(unknown)[0]}]; valid: {', '.join(SECTIONS)}")
-    kwargs = {}
-    per_game = {}
+    sections, per_game = {}, {}
     for name, cls in SECTIONS.items():
-        table = data.get(name, {})
+        if name not in data:
+            continue
+        table = data[name]
         if name == "game":
+            if not isinstance(table, dict):
+                raise ConfigError("[game] must be a table")
             table, per_game = _game_tables(table)
-        kwargs[name] = cls(**_section_values(name, cls, table))
-    config = Config(**kwargs, games=per_game)
+        sections[name] = _section_values(name, cls, table)
+    return Layer(label, sections, per_game)
+
+
+def build(layers) -> Config:
+    """A validated Config from layers, lowest precedence first: ``(label, dict)`` or Layer."""
+    layers = tuple(
+        layer if isinstance(layer, Layer) else check_layer(layer[1], layer[0]) for layer in layers
+    )
+    merged: dict = {}
+    per_game: dict = {}
+    for layer in layers:
+        for section, table in layer.sections.items():
+            merged.setdefault(section, {}).update(table)
+        for game, entry in layer.games.items():
+            target = per_game.setdefault(game, {"params": {}})
+            for key, table in entry.items():
+                target.setdefault(key, {}).update(table)
+    kwargs = {name: cls(**merged.get(name, {})) for name, cls in FIXED_SECTIONS.items()}
+    learners = {name: LEARNERS[name].config(**merged[name]) for name in LEARNERS if name in merged}
+    config = Config(**kwargs, learners=learners, games=per_game, layers=layers)
     if config.game.name not in games.names():
         raise ConfigError(f"unknown game {config.game.name!r}; valid: {', '.join(games.names())}")
+    for game, entry in per_game.items():
+        _check_params(game, entry["params"])
     validate(config)
     return config
+
+
+def peek(layers, section: str, key: str):
+    """The value ``section.key`` takes in raw ``(label, dict)`` layers, or its default."""
+    for _, data in reversed(list(layers)):
+        table = data.get(section) if isinstance(data, dict) else None
+        if isinstance(table, dict) and key in table:
+            return table[key]
+    return getattr(FIXED_SECTIONS[section](), key)
+
+
+def from_dict(data: dict, label: str = "config") -> Config:
+    """Build and validate a Config from one parsed TOML document."""
+    return build([(label, data)])
 
 
 def parse_set(assignments) -> dict:
@@ -384,88 +423,33 @@ def load_toml(path: str | os.PathLike) -> dict:
 
 
 def load(path: str | os.PathLike | None = None, sets=(), overrides: dict | None = None) -> Config:
-    """Defaults, then the TOML file at ``path``, then ``--set`` items, then ``overrides``."""
-    data = load_toml(path) if path is not None else {}
-    data = merge(merge(data, parse_set(sets)), overrides or {})
-    return from_dict(data)
+    """Defaults < presets < the TOML file at ``path`` < ``--set`` items < ``overrides``."""
+    layers = []
+    if path is not None:
+        layers.append((f"--config {path}", load_toml(path)))
+    layers.append(("--set", parse_set(sets)))
+    if overrides:
+        layers.append(("overrides", overrides))
+    return build(layers)
 
 
 def validate(config: Config) -> None:
     """Check ranges and the consistency of sizes; raise ConfigError with one line.
 
-    Each learner section is checked as written ([ppo], which other games use) and as it applies
-    to the chosen game (with [game.<name>.ppo] on top).
+    Each learner's settings are checked as they apply to the chosen game: presets and every
+    layer folded in, since a value is only wrong where it is used.
     """
-    game = config.game.name
-    for section, check in (("ppo", validate_ppo), ("dqn", validate_dqn)):
-        check(getattr(config, section), section)
-        # the base section passed, so a failure here comes from the game's override
-        check(config.learner(section), f"game.{game}.{section}")
-    for section, key in (("run", "torch_threads"), ("run", "numba_threads")):
-        if getattr(getattr(config, section), key) < 0:
-            raise ConfigError(f"{section}.{key} must be >= 0")
+    for name, learner in LEARNERS.items():
+        learner.validate(config.learner(name), name)
+    for key in ("torch_threads", "numba_threads"):
+        if getattr(config.run, key) < 0:
+            raise ConfigError(f"run.{key} must be >= 0")
     if config.run.checkpoint_interval < 1:
         raise ConfigError("run.checkpoint_interval must be >= 1")
     if config.model.hidden < 1 or config.model.layers < 1 or config.model.channels < 1:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
     if config.log.interval_s <= 0:
         raise ConfigError("log.interval_s must be > 0")
-
-
-def validate_ppo(ppo: PPOConfig, where: str = "ppo") -> None:
-    """Ranges and sizes of a PPO config; raise ConfigError with one line."""
-    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
-    for key in positive:
-        if getattr(ppo, key) < 1:
-            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(ppo, key)}")
-    batch = ppo.num_envs * ppo.num_steps
-    if batch % ppo.num_minibatches:
-        raise ConfigError(
-            f"{where}: batch num_envs*num_steps = {batch} does not split into "
-            f"{where}.num_minibatches = {ppo.num_minibatches} equal minibatches"
-        )
-    for key in ("gamma", "gae_lambda"):
-        if not 0.0 <= getattr(ppo, key) <= 1.0:
-            raise ConfigError(f"{where}.{key} must be in [0, 1], got {getattr(ppo, key)}")
-    for key in ("learning_rate", "clip_coef", "max_grad_norm"):
-        if getattr(ppo, key) <= 0:
-            raise ConfigError(f"{where}.{key} must be > 0, got {getattr(ppo, key)}")
-    for key in ("ent_coef", "vf_coef", "target_kl"):
-        if getattr(ppo, key) < 0:
-            raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
-
-
-def validate_dqn(dqn: DQNConfig, where: str = "dqn") -> None:
-    """Ranges and replay sizes of a DQN config; raise ConfigError with one line."""
-    positive = ("total_timesteps", "num_envs", "num_steps", "buffer_size", "train_frequency",
-                "gradient_steps", "batch_size", "target_network_frequency", "n_step")  # fmt: skip
-    for key in positive:
-        if getattr(dqn, key) < 1:
-            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(dqn, key)}")
-    if dqn.learning_starts < 0:
-        raise ConfigError(f"{where}.learning_starts must be >= 0, got {dqn.learning_starts}")
-    if dqn.num_steps % dqn.train_frequency:
-        raise ConfigError(f"{where}.num_steps = {dqn.num_steps} is not a multiple of "
-                          f"train_frequency = {dqn.train_frequency}")  # fmt: skip
-    if dqn.buffer_size < dqn.num_envs * dqn.n_step:
-        need = dqn.num_envs * dqn.n_step
-        raise ConfigError(
-            f"{where}.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
-            f"steps of num_envs = {dqn.num_envs} envs (>= {need})"
-        )
-    if dqn.learning_starts >= dqn.total_timesteps:
-        raise ConfigError(f"{where}.learning_starts = {dqn.learning_starts} >= total_timesteps = "
-                          f"{dqn.total_timesteps}: no update would ever run")  # fmt: skip
-    for key in ("gamma", "start_e", "end_e", "exploration_fraction", "prio_beta"):
-        if not 0.0 <= getattr(dqn, key) <= 1.0:
-            raise ConfigError(f"{where}.{key} must be in [0, 1], got {getattr(dqn, key)}")
-    if not 0.0 < dqn.tau <= 1.0:
-        raise ConfigError(f"{where}.tau must be in (0, 1], got {dqn.tau}")
-    for key in ("learning_rate", "max_grad_norm"):
-        if getattr(dqn, key) <= 0:
-            raise ConfigError(f"{where}.{key} must be > 0, got {getattr(dqn, key)}")
-    if dqn.prio_alpha < 0:
-        raise ConfigError(f"{where}.prio_alpha must be >= 0, got {dqn.prio_alpha}")
 
 
 # ------------------------------------------------------------------------------- writing
@@ -491,22 +475,29 @@ def _table(lines: list, name: str, values: dict, docs: dict):
 
 
 def to_toml(config: Config, header: str = "") -> str:
-    """The config as TOML with a comment per key (config.toml and a run's resolved config)."""
+    """The config as TOML with a comment per key (config.toml and a run's resolved config).
+
+    ``[game.<name>.<learner>]`` holds what differs, on that game, from ``[<learner>]``: the
+    presets and per-game settings, resolved, so reading the text back gives the same settings
+    for every game.
+    """
     lines = [header.rstrip()] if header else []
     for name, cls in SECTIONS.items():
-        _table(lines, name, dataclasses.asdict(getattr(config, name)), field_docs(cls))
-        if name == "game":
-            for game in games.names():
-                spec = games.get(game)
-                entry = config.games.get(game, {})
-                params = dataclasses.asdict(spec.make_params(**entry.get("params", {})))
-                _table(lines, f"game.{game}", params, field_docs(spec.params_cls))
-                for section in LEARNER_SECTIONS:
-                    values = {**GAME_DEFAULTS.get(game, {}).get(section, {}),
-                              **entry.get(section, {})}  # fmt: skip
-                    if values:
-                        _table(lines, f"game.{game}.{section}", values,
-                               field_docs(SECTIONS[section]))  # fmt: skip
+        section = dataclasses.asdict(getattr(config, name))
+        _table(lines, name, section, field_docs(cls))
+        if name != "game":
+            continue
+        for game in games.names():
+            params = dataclasses.asdict(config.game_params(game))
+            _table(lines, f"game.{game}", params, field_docs(games.get(game).params_cls))
+            for learner in LEARNERS.values():
+                written = dataclasses.asdict(getattr(config, learner.name))
+                used = dataclasses.asdict(config.learner(learner.name, game))
+                differs = {k: v for k, v in used.items() if v != written[k]}
+                if differs:
+                    _table(
+                        lines, f"game.{game}.{learner.name}", differs, field_docs(learner.config)
+                    )
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import os
 import sys
@@ -14,18 +13,38 @@ import click
 
 from fasttrain import checkpoint
 from fasttrain.config import CONFIG_HEADER, Config, ConfigError, to_toml
+from fasttrain.learners import LEARNERS
 
 # The columns of a PPO run's metrics.csv; other algorithms put their own losses/... in the middle.
 METRICS = (
-    "global_step", "time_s", "sps", "charts/episodic_return", "charts/episodic_length",
-    "charts/score", "charts/learning_rate", "losses/policy_loss", "losses/value_loss",
-    "losses/entropy", "losses/approx_kl", "losses/clipfrac",
-    "time/env", "time/forward", "time/learn", "time/other",
-)  # fmt: skip
+    "global_step",
+    "time_s",
+    "sps",
+    "charts/episodic_return",
+    "charts/episodic_length",
+    "charts/score",
+    "charts/learning_rate",
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "time/env",
+    "time/forward",
+    "time/learn",
+    "time/other",
+)
 # Short names of loss columns in the log line; other keys print their last path component.
-SHORT = {"losses/policy_loss": "pg", "losses/value_loss": "v", "losses/entropy": "ent",
-         "losses/approx_kl": "kl", "losses/clipfrac": "clip", "losses/td_loss": "td",
-         "losses/q_values": "q", "charts/epsilon": "eps"}  # fmt: skip
+SHORT = {
+    "losses/policy_loss": "pg",
+    "losses/value_loss": "v",
+    "losses/entropy": "ent",
+    "losses/approx_kl": "kl",
+    "losses/clipfrac": "clip",
+    "losses/td_loss": "td",
+    "losses/q_values": "q",
+    "charts/epsilon": "eps",
+}
 
 
 def default_out(config: Config) -> Path:
@@ -39,8 +58,9 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
-    """Train with ``config`` into the run directory ``out`` (or continue ``resume``)."""
-    Trainer = importlib.import_module(f"fasttrain.{config.run.algo}").Trainer
+    """Train with ``config`` (any registered learner) into the run directory ``out``, or
+    continue the run in ``resume``; returns the run summary."""
+    Trainer = LEARNERS[config.run.algo].trainer
 
     state = None
     if resume is not None:
@@ -49,21 +69,22 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
     else:
         out = Path(out) if out else default_out(config)
         if (out / checkpoint.FILENAME).exists():
-            raise ConfigError(f"{out} already holds a run; continue it with --resume {out} "
-                              "or choose another --out")  # fmt: skip
+            raise ConfigError(
+                f"{out} already holds a run; continue it with --resume {out} "
+                "or choose another --out"
+            )
     trainer = Trainer(config, warn=echo)  # every check and compile happens before any write
     if state is not None:
         trainer.load_state_dict(state)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
     args = trainer.args
-    if hasattr(args, "buffer_size"):
-        shape = (f"{args.num_envs} envs x {args.num_steps} steps per iteration | replay "
-                 f"{args.buffer_size:,}, batch {trainer.batch_size}")  # fmt: skip
-    else:
-        shape = f"{args.num_envs} envs x {args.num_steps} steps = batch {trainer.batch_size}"
-    echo(f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | {shape} | "
-         f"{args.total_timesteps:,} steps | run dir {out}")  # fmt: skip
+    overrides = config.overrides()
+    echo(
+        f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
+        f"{trainer.describe()} | {args.total_timesteps:,} steps | run dir {out}"
+        + (f" | settings: {', '.join(overrides)}" if overrides else "")
+    )
 
     metrics_path = out / "metrics.csv"
     new_file = state is None or not metrics_path.exists()
@@ -82,9 +103,14 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
     bar = click.progressbar(length=args.total_timesteps, label="training") if show_bar else None
 
     def save():
-        checkpoint.save(out / checkpoint.FILENAME,
-                        {**trainer.state_dict(), "config": to_toml(config),
-                         "time_s": time_offset + time.perf_counter() - start})  # fmt: skip
+        checkpoint.save(
+            out / checkpoint.FILENAME,
+            {
+                **trainer.state_dict(),
+                "config": to_toml(config),
+                "time_s": time_offset + time.perf_counter() - start,
+            },
+        )
 
     interrupted = False
     try:
@@ -109,7 +135,7 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
                     "charts/episodic_return": episode["return"],
                     "charts/episodic_length": episode["length"],
                     "charts/score": episode["score"],
-                    "charts/learning_rate": trainer.optimizer.param_groups[0]["lr"],
+                    "charts/learning_rate": trainer.learning_rate,
                     **losses,
                     **{f"time/{k}": round(v, 4) for k, v in split.items()},
                 }

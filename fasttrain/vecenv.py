@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from fasttrain import games
+from fasttrain.device import resolve_device
 from fasttrain.kernels import KernelEnv, resolve_backend
 
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
@@ -31,7 +32,7 @@ class VecEnv:
     """
 
     def __init__(self, core: KernelEnv):
-        self.core = core
+        self._core = core
         spec = core.spec
         self.game = spec.name
         self.params = core.params
@@ -55,16 +56,54 @@ class VecEnv:
     _VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
 
     @property
+    def spec(self):
+        """The game's ``GameSpec``."""
+        return self._core.spec
+
+    @property
     def state(self) -> dict:
         """The game's state arrays by name (writable backend arrays)."""
-        return self.core.state
+        return self._core.state
+
+    @property
+    def arrays(self) -> dict:
+        """Every kernel buffer by name (I/O, episode counters, stat sums, state): the backend
+        arrays (NumPy or CuPy) the torch views share memory with."""
+        return self._core.arrays
+
+    @property
+    def stream(self) -> int:
+        """The raw ``cudaStream_t`` the kernels last launched on (0 on the host backends)."""
+        return self._core.stream
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the kernel buffers (on the GPU for the cuda backend)."""
+        return sum(a.nbytes for a in self._core.arrays.values())
+
+    def to_host(self, array):
+        """``array`` (one of ``arrays``) as a NumPy array: itself on the host backends."""
+        return self._core.backend.to_host(array)
+
+    def synchronize(self) -> None:
+        """Wait for every launched kernel (a no-op on the host backends)."""
+        self._core.backend.synchronize()
+
+    def state_dict(self) -> dict:
+        """Host copies of every buffer, enough to continue bit for bit."""
+        return self._core.state_dict()
+
+    def load_state_dict(self, arrays: dict) -> None:
+        """Restore ``state_dict()`` output; raises ValueError (changing nothing) on a misfit."""
+        self._follow_torch_stream()
+        self._core.load_state_dict(arrays)
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``."""
         if seed is not None:
             _check_seed(seed)
         self._follow_torch_stream()
-        self.core.reset(seed)
+        self._core.reset(seed)
         return self.obs
 
     def step(self, actions=None, obs_out=None, final_obs_out=None, check: bool = True):
@@ -80,11 +119,10 @@ class VecEnv:
         self._follow_torch_stream()
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
-        if obs_out is None and final_obs_out is None:
-            args = self.core._step_args
-        else:
+        args = None  # the env's own buffers
+        if obs_out is not None or final_obs_out is not None:
             args = self._args_for(obs_out, final_obs_out)
-        bad = self.core.step(args, check)
+        bad = self._core.step(args, check)
         if bad >= 0:
             raise ValueError(
                 f"action {int(self.actions[bad])} for env {bad} is out of range: "
@@ -101,7 +139,7 @@ class VecEnv:
         """Launch kernels on torch's current stream, so they are ordered with the learner's
         work (a policy forward, a copy into ``actions``) with no host synchronisation."""
         if self._on_gpu:
-            self.core.stream = torch.cuda.current_stream(self.device).cuda_stream
+            self._core.stream = torch.cuda.current_stream(self.device).cuda_stream
 
     def _load_actions(self, actions):
         expected = (self.num_envs,)
@@ -123,8 +161,8 @@ class VecEnv:
         if isinstance(actions, np.ndarray):
             if actions.dtype == np.uint64 and actions.max(initial=0) >= 2**63:
                 raise ValueError(f"actions must be in 0..{self.num_actions - 1}")
-            if self.core.xp is np:
-                np.copyto(self.core.arrays["actions"], actions, casting="unsafe")
+            if self._core.xp is np:
+                np.copyto(self._core.arrays["actions"], actions, casting="unsafe")
             else:  # a device buffer: copy through torch (host to device)
                 self.actions.copy_(torch.from_numpy(actions.astype(np.int64, copy=False)))
         else:
@@ -133,8 +171,10 @@ class VecEnv:
     def _args_for(self, obs_out, final_obs_out) -> tuple:
         obs_out = self.obs if obs_out is None else obs_out
         final_obs_out = self.final_obs if final_obs_out is None else final_obs_out
-        key = tuple((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
-                    for t in (obs_out, final_obs_out))  # fmt: skip
+        key = tuple(
+            (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+            for t in (obs_out, final_obs_out)
+        )
         args = self._out_args.get(key)
         if args is None:  # first use of these tensors: check them once, then reuse the args
             arrays = [
@@ -143,7 +183,7 @@ class VecEnv:
             ]
             if len(self._out_args) > 4096:
                 self._out_args.clear()
-            args = self._out_args[key] = self.core.step_args(*arrays)
+            args = self._out_args[key] = self._core.step_args(*arrays)
         return args
 
     def _backend_array(self, tensor, name):
@@ -159,16 +199,16 @@ class VecEnv:
             raise ValueError(f"{name} must be contiguous on {self.device}")
         if self.device.type == "cpu":
             return tensor.detach().numpy()
-        return self.core.xp.from_dlpack(tensor)
+        return self._core.xp.from_dlpack(tensor)
 
     def stats(self) -> dict:
         """Means of ``return``, ``length``, ``score`` over episodes ended since the last call."""
         self._follow_torch_stream()
-        return self.core.stats()
+        return self._core.stats()
 
     def render(self, i: int = 0) -> str:
         """Text picture of environment ``i``."""
-        return self.core.render(i)
+        return self._core.render(i)
 
     def __repr__(self):
         return (
@@ -188,7 +228,8 @@ def make(
     spec = games.get(game)
     params = spec.make_params(**game_params)
     _check_seed(seed)
-    core = KernelEnv(spec, num_envs, resolve_backend(backend), params, seed)
+    backend = resolve_device("auto").backend if backend == "auto" else resolve_backend(backend)
+    core = KernelEnv(spec, num_envs, backend, params, seed)
     env = VecEnv(core)
     env.reset(seed)
     return env

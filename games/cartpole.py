@@ -119,6 +119,7 @@ def reset_one(i, obs, rng, x, x_dot, theta, theta_dot, steps):
     write_obs(i, obs, x, x_dot, theta, theta_dot)
 
 
+# one line per argument group: env index and I/O buffers, state arrays, params
 def step_one(
     i, actions, obs, rewards, terminated, truncated, score,
     x, x_dot, theta, theta_dot, steps,

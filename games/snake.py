@@ -185,6 +185,7 @@ def reset_one(
     write_obs(i, obs_flat, body, tail, length, fruit, cells)
 
 
+# one line per argument group: env index and I/O buffers, state arrays, params
 def step_one(
     i, actions, obs_flat, rewards, terminated, truncated, rng, score,
     body, tail, length, direction, fruit, grid, steps_since_food, steps,

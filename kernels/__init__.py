@@ -1,4 +1,4 @@
-"""fasttrain.kernels: backends, allocation, RNG, launch builders and learner kernels.
+"""fasttrain.kernels: backends, allocation, RNG, launch builders, learner kernels, checkers.
 
 Never imports torch: any DLPack consumer (NumPy, CuPy, JAX, torch) can use these arrays.
 """
@@ -15,12 +15,27 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "1000"  # libgomp: spin this long, then sleep
 
 from .backends import BACKENDS, cuda_available, get_backend, resolve_backend
+from .columns import ColumnKernel
 from .env import KernelEnv, allocate, speed_check
 from .rng import rand_float, rand_int, seed_streams, splitmix64
 from .spec import IO_BUFFERS, Field, GameSpec
+from .testing import assert_backends_agree
 
 __all__ = [
-    "BACKENDS", "IO_BUFFERS", "Field", "GameSpec", "KernelEnv", "allocate", "cuda_available",
-    "get_backend", "rand_float", "rand_int", "resolve_backend", "seed_streams", "speed_check",
+    "BACKENDS",
+    "IO_BUFFERS",
+    "ColumnKernel",
+    "Field",
+    "GameSpec",
+    "KernelEnv",
+    "allocate",
+    "assert_backends_agree",
+    "cuda_available",
+    "get_backend",
+    "rand_float",
+    "rand_int",
+    "resolve_backend",
+    "seed_streams",
+    "speed_check",
     "splitmix64",
-]  # fmt: skip
+]

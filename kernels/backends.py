@@ -3,6 +3,7 @@
 ``python`` runs the game's functions uncompiled (the reference), ``cpu`` compiles them with
 ``numba.njit`` and launches one ``prange`` over environments, ``cuda`` (see ``cuda.py``) compiles
 them with numba-cuda, one thread per environment. Each backend compiles a game once per process.
+``cuda.py`` is imported only when the cuda backend is asked for; it never imports this module.
 """
 
 from __future__ import annotations
@@ -11,23 +12,11 @@ import contextlib
 
 import numpy as np
 
-from .build import load_launchers, retarget
+from .build import Launchers, load_launchers, retarget
+from .device import cuda_problem, simulator
 from .spec import GameSpec
 
 BACKENDS = ("python", "cpu", "cuda")
-
-
-class Launchers:
-    """Compiled entry points of one game on one backend: ``step(*args) -> int``, ``reset``."""
-
-    def __init__(self, step, reset, dispatchers=()):
-        self.step = step
-        self.reset = reset
-        self.dispatchers = dispatchers  # Numba dispatchers, to check for recompilation
-
-    def num_compiled(self) -> int:
-        """Total compiled specialisations (stays constant once a game is warm)."""
-        return sum(len(d.signatures) for d in self.dispatchers)
 
 
 class PythonBackend:
@@ -128,8 +117,6 @@ def get_backend(name: str):
 
 def cuda_available() -> bool:
     """True when a real CUDA GPU and the ``cuda`` extra (numba-cuda, CuPy) are usable."""
-    from .cuda import cuda_problem, simulator
-
     return not simulator() and cuda_problem() is None
 
 

@@ -5,7 +5,8 @@ calls, the RNG) is *retargeted*: copied with its globals rebound to compiled ver
 callees (identity for ``python``, ``numba.njit`` for ``cpu``, ``numba.cuda.jit(device=True)`` for
 ``cuda``). The launchers themselves are generated from the functions' signatures, written to a
 file under the cache directory (so ``cache=True`` works across processes), and named by a hash of
-every source they call, so an edited game can never load a stale compiled kernel.
+every source they call, so an edited game can never load a stale compiled kernel. Learner
+kernels (``columns.py``) are retargeted and written the same way, through ``load_module``.
 
 The generated ``step_all`` does, per environment: the game's step, episode bookkeeping, and on
 ``terminated | truncated`` it copies the observation to ``final_obs``, folds the episode into the
@@ -28,11 +29,10 @@ GENERATOR_VERSION = "4"
 
 # Launcher arguments the runtime always passes, before the game's state arrays and params.
 STEP_ARGS = (
-    "num_actions", "obs", "obs_flat", "obs_words", "final_obs_words", "actions", "rewards",
-    "terminated",
-    "truncated", "rng", "score", "ep_return", "ep_length",
-    "done_return", "done_length", "done_score", "done_count",
-)  # fmt: skip
+    *("num_actions", "obs", "obs_flat", "obs_words", "final_obs_words"),
+    *("actions", "rewards", "terminated", "truncated", "rng", "score", "ep_return", "ep_length"),
+    *("done_return", "done_length", "done_score", "done_count"),
+)
 RESET_ARGS = ("obs", "obs_flat", "rng", "score", "ep_return", "ep_length")
 
 _STEP_BODY = """\
@@ -92,6 +92,19 @@ def reset_kernel({reset_args}):
 """
 
 
+class Launchers:
+    """Compiled entry points of one game on one backend: ``step(*args) -> int``, ``reset``."""
+
+    def __init__(self, step, reset, dispatchers=()):
+        self.step = step
+        self.reset = reset
+        self.dispatchers = dispatchers  # Numba dispatchers, to check for recompilation
+
+    def num_compiled(self) -> int:
+        """Total compiled specialisations (stays constant once a game is warm)."""
+        return sum(len(d.signatures) for d in self.dispatchers)
+
+
 def cache_dir() -> Path:
     """Where generated launchers (and Numba's cache of them) live."""
     root = os.environ.get("FASTTRAIN_CACHE_DIR") or os.path.join(
@@ -145,8 +158,13 @@ def source_digest(spec: GameSpec, tag: str = "") -> str:
 
     ``tag`` names the backend and its compile options, which the compiled code depends on too.
     """
-    h = hashlib.sha256(f"{GENERATOR_VERSION}|{spec.name}|{tag}|{sys.version_info[:2]}".encode())
-    for fn in call_graph(spec.step_one) + call_graph(spec.reset_one):
+    return functions_digest((spec.step_one, spec.reset_one), f"{spec.name}|{tag}")
+
+
+def functions_digest(roots, tag: str) -> str:
+    """Hash of the call graphs of ``roots`` (sources and the module constants they read)."""
+    h = hashlib.sha256(f"{GENERATOR_VERSION}|{tag}|{sys.version_info[:2]}".encode())
+    for fn in [f for root in roots for f in call_graph(root)]:
         try:
             h.update(inspect.getsource(fn).encode())
         except (OSError, TypeError):
@@ -197,14 +215,19 @@ def load_launchers(spec: GameSpec, injected: dict, tag: str) -> types.ModuleType
     ``tag`` names the backend and its compile options (part of the file name's hash).
     """
     digest = source_digest(spec, tag)
-    path = cache_dir() / f"{spec.name}_{digest}.py"
-    text = generate_source(spec, digest)
+    return load_module(f"{spec.name}_{digest}", generate_source(spec, digest), injected)
+
+
+def load_module(name: str, text: str, injected: dict) -> types.ModuleType:
+    """Write ``text`` to ``cache_dir() / f"{name}.py"`` (if new) and import it, ``injected``
+    set as globals first. Numba's ``cache=True`` needs functions that live in a real file."""
+    path = cache_dir() / f"{name}.py"
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)  # atomic: a concurrent process never reads half a file
-    module_name = f"fasttrain_generated_{spec.name}_{digest}"
+    module_name = f"fasttrain_generated_{name}"
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(module_spec)
     module.__dict__.update(injected)

@@ -85,7 +85,8 @@ class KernelEnv:
         self._values = {**spec.param_values(params), "num_actions": spec.num_actions}
         self._step_args = self.step_args(self.arrays["obs"])
         obs_flat = self.arrays["obs"].reshape(self.num_envs, -1)
-        self._reset_args = self.backend.prepare_args(
+        # launcher arguments of ``reset`` (on cuda: device arrays), built once
+        self.reset_args = self.backend.prepare_args(
             self._args(self._reset_names, {"obs_flat": obs_flat})
         )
 
@@ -124,7 +125,7 @@ class KernelEnv:
                 self.arrays["rng"][...] = self.xp.asarray(seed_streams(seed, self.num_envs))
             for name in _STAT_SUMS:
                 self.arrays[name][...] = 0
-        self.backend.launch_reset(self.launchers, self._reset_args, self.num_envs, self.stream)
+        self.backend.launch_reset(self.launchers, self.reset_args, self.num_envs, self.stream)
         return self.arrays["obs"]
 
     def step(self, args=None, check: bool = True) -> int:
@@ -171,9 +172,11 @@ class KernelEnv:
             mine = self.arrays.get(name)
             if mine is None or tuple(mine.shape) != tuple(np.shape(value)):
                 raise ValueError(f"environment array {name!r} does not fit this env")
-            if np.asarray(value).dtype != mine.dtype:
-                raise ValueError(f"environment array {name!r} has dtype {np.asarray(value).dtype}"
-                                 f", this env uses {mine.dtype}")  # fmt: skip
+            dtype = np.asarray(value).dtype
+            if dtype != mine.dtype:
+                raise ValueError(
+                    f"environment array {name!r} has dtype {dtype}, this env uses {mine.dtype}"
+                )
         with self.backend.on_stream(self.stream):
             for name, value in arrays.items():
                 self.arrays[name][...] = self.xp.asarray(value)

@@ -57,7 +57,7 @@ class SnakeBoard:
         st["steps_since_food"][i] = 0
         st["steps"][i] = 0
         for name in ("score", "ep_return", "ep_length"):
-            env.core.arrays[name][i] = 0
+            env.arrays[name][i] = 0
 
     @staticmethod
     def cells(env, i: int = 0) -> list[tuple[int, int]]:

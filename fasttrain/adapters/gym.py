@@ -11,7 +11,7 @@ observation of the finished episode is in ``infos["final_obs"]`` (an object arra
 no episode ended) with the mask ``infos["_final_obs"]``, exactly as ``SyncVectorEnv`` does in that
 mode. ``infos`` is ``{}`` on steps where no episode ended.
 
-Copies: the arrays are NumPy views of the kernel buffers (``env.core.arrays``), which the next
+Copies: the arrays are NumPy views of the kernel buffers (``env.arrays``), which the next
 step overwrites in place. With ``copy=True`` (the default, as in ``SyncVectorEnv``) ``reset`` and
 ``step`` return copies, so data a caller keeps from one step (a replay buffer, a list of
 observations) is not changed by the next; ``copy=False`` returns the views themselves, with no
@@ -72,17 +72,16 @@ class GymVectorEnv(VectorEnv):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.env = env
-        self.core = env.core
         self.copy = copy
         self.render_mode = render_mode
         self.num_envs = env.num_envs
-        self.single_observation_space = observation_space(self.core.spec, env.params)
+        self.single_observation_space = observation_space(env.spec, env.params)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.single_action_space = spaces.Discrete(env.num_actions)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        arrays = self.core.arrays
+        arrays = self.env.arrays
         # host views of the kernel buffers (the same memory on cpu/python)
-        self._to_host = self.core.backend.to_host
+        self._to_host = env.to_host
         self._buffers = [arrays[k] for k in ("obs", "rewards", "terminated", "truncated")]
         self._final_obs = arrays["final_obs"]
 

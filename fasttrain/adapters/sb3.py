@@ -42,20 +42,19 @@ class SB3VecEnv(VecEnv):
 
     def __init__(self, env: fasttrain.VecEnv, seed: int | None = None):
         self.env = env
-        self.core = env.core
         self.render_mode = None  # read through get_attr by VecEnv.__init__
-        self._to_host = self.core.backend.to_host
+        self._to_host = env.to_host
         self._actions: np.ndarray | None = None
         super().__init__(
             env.num_envs,
-            observation_space(self.core.spec, env.params),
+            observation_space(env.spec, env.params),
             spaces.Discrete(env.num_actions),
         )
         if seed is not None:
             self.seed(seed)  # the first reset() starts from `seed`, as fasttrain.make did
 
     def _copy(self, name: str) -> np.ndarray:
-        array = self.core.arrays[name]
+        array = self.env.arrays[name]
         out = self._to_host(array)
         return out.copy() if out is array else out
 
@@ -80,7 +79,7 @@ class SB3VecEnv(VecEnv):
         time_limit = truncated & ~terminated
         infos: list[dict[str, Any]] = [{"TimeLimit.truncated": False} for _ in range(self.num_envs)]
         if dones.any():
-            final = self._to_host(self.core.arrays["final_obs"])
+            final = self._to_host(self.env.arrays["final_obs"])
             for i in np.flatnonzero(dones):
                 infos[i]["terminal_observation"] = final[i].copy()  # the row is reused later
                 infos[i]["TimeLimit.truncated"] = bool(time_limit[i])

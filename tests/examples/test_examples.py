@@ -35,9 +35,13 @@ def test_example_runs(script, tmp_path):
         pytest.importorskip(NEEDS[script.name])
     env = {**os.environ, "FASTTRAIN_EXAMPLE_STEPS": "2048", "PYTHONUNBUFFERED": "1"}
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert result.stdout.strip(), "an example should say what it did"

@@ -145,11 +145,11 @@ def test_gym_copy_keeps_returned_arrays_and_views_share_memory():
     obs1, rewards, *_ = envs.step(np.ones(3, dtype=np.int64))
     envs.step(np.zeros(3, dtype=np.int64))
     np.testing.assert_array_equal(obs0, kept)  # a later step does not change what was returned
-    assert not np.shares_memory(obs1, envs.core.arrays["obs"])
+    assert not np.shares_memory(obs1, envs.env.arrays["obs"])
     views = make_vec("cartpole", 3, seed=0, copy=False)
     obs, rewards, terminated, truncated, _ = views.step(np.ones(3, dtype=np.int64))
     for array, name in ((obs, "obs"), (rewards, "rewards"), (terminated, "terminated")):
-        assert np.shares_memory(array, views.core.arrays[name])
+        assert np.shares_memory(array, views.env.arrays[name])
     before = obs.copy()
     views.step(np.ones(3, dtype=np.int64))
     assert not np.array_equal(obs, before)  # the view shows the newest step
@@ -218,7 +218,7 @@ def test_sb3_step_semantics_match_dummy_vec_env():
     for t in range(5):  # alternate pushes keep every pole up until the 5-step limit
         kept = obs.copy()
         obs, rewards, dones, infos = venv.step(np.full(3, t % 2))
-        assert not np.shares_memory(obs, venv.unwrapped.core.arrays["obs"])
+        assert not np.shares_memory(obs, venv.unwrapped.env.arrays["obs"])
         assert not np.array_equal(kept, obs)  # what was returned before stays as it was
         assert dones.dtype == np.bool_ and rewards.shape == (3,) and len(infos) == 3
         assert dones.all() == (t == 4)
@@ -269,10 +269,19 @@ def test_sb3_ppo_learns_cartpole_a_little():
     torch.set_num_threads(1)
     venv = VecMonitor(make_vec_env("cartpole", 8, seed=0))
     model = PPO(
-        "MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-        ent_coef=0.0, learning_rate=lambda p: 1e-3 * p, clip_range=lambda p: 0.2 * p, seed=0,
+        "MlpPolicy",
+        venv,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=lambda p: 1e-3 * p,
+        clip_range=lambda p: 0.2 * p,
+        seed=0,
         device="cpu",
-    )  # fmt: skip
+    )
     model.learn(4096)
     assert model.num_timesteps == 4096
     episodes = list(model.ep_info_buffer)

@@ -17,9 +17,22 @@ from fasttrain.bench import parse_num_envs, time_repeats
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY = [
-    "--quick", "--game", "snake", "--num-envs", "8,16", "--repeats", "2", "--seconds", "0.05",
-    "--train-iterations", "1", "--train-num-envs", "8", "--threads", "1",
-]  # fmt: skip
+    "--quick",
+    "--game",
+    "snake",
+    "--num-envs",
+    "8,16",
+    "--repeats",
+    "2",
+    "--seconds",
+    "0.05",
+    "--train-iterations",
+    "1",
+    "--train-num-envs",
+    "8",
+    "--threads",
+    "1",
+]
 
 
 def run_bench(*args, timeout=300):
@@ -158,9 +171,25 @@ def test_device_cuda_without_gpu_says_what_is_missing():
 
 def test_backend_selection_and_the_python_size_cap(tmp_path):
     json_path = tmp_path / "out.json"
-    args = ["--quick", "--game", "snake", "--backend", "python", "--num-envs", "8,8192",
-            "--repeats", "1", "--seconds", "0.05", "--train-iterations", "1",
-            "--train-num-envs", "8", "--threads", "1"]  # fmt: skip
+    args = [
+        "--quick",
+        "--game",
+        "snake",
+        "--backend",
+        "python",
+        "--num-envs",
+        "8,8192",
+        "--repeats",
+        "1",
+        "--seconds",
+        "0.05",
+        "--train-iterations",
+        "1",
+        "--train-num-envs",
+        "8",
+        "--threads",
+        "1",
+    ]
     done = run_bench(*args, "--json", str(json_path))
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(json_path.read_text())

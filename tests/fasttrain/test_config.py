@@ -8,6 +8,7 @@ import tomllib
 
 from fasttrain import config as cfg
 from fasttrain import games
+from fasttrain.learners.ppo import PPOConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +52,7 @@ def test_set_parses_types_and_nested_game_keys():
     assert config.run.device == "cpu" and config.log.interval_s == 1.0
     assert config.game_params().height == 8
     assert config.learner("ppo").num_envs == 64  # per-game section overrides [ppo]
-    assert config.ppo.num_envs == cfg.PPOConfig().num_envs
+    assert config.ppo.num_envs == PPOConfig().num_envs
 
 
 def test_game_section_overrides_ppo_section():
@@ -72,24 +73,29 @@ def test_config_file_then_set(tmp_path):
     assert config.ppo.num_steps == 32 and config.run.seed == 6
 
 
-@pytest.mark.parametrize("data, words", [
-    ({"ppoo": {}}, ["unknown section [ppoo]", "run", "ppo", "model"]),
-    ({"ppo": {"learnin_rate": 1.0}}, ["unknown key 'learnin_rate' in [ppo]", "learning_rate"]),
-    ({"ppo": {"num_envs": 2.5}}, ["ppo.num_envs must be int"]),
-    ({"ppo": {"anneal_lr": 1}}, ["ppo.anneal_lr must be bool"]),
-    ({"run": {"device": "gpu"}}, ["run.device must be one of auto, cpu, cuda"]),
-    ({"run": {"amp": "fp8"}}, ["off, bf16, fp16"]),
-    ({"run": {"compile": "yes"}}, ["reduce-overhead"]),
-    ({"game": {"name": "tetris"}}, ["unknown game 'tetris'", "snake"]),
-    ({"game": {"tetris": {"height": 3}}}, ["unknown game section [game.tetris]", "snake"]),
-    ({"game": {"snake": {"heigth": 3}}}, ["[game.snake]", "heigth", "height"]),
-    ({"game": {"snake": {"height": 2}}}, ["at least 3x3"]),
-    ({"ppo": {"num_envs": 10, "num_steps": 3, "num_minibatches": 4}},
-     ["30", "num_minibatches = 4"]),
-    ({"ppo": {"gamma": 1.5}}, ["ppo.gamma must be in [0, 1]"]),
-    ({"ppo": {"num_steps": 0}}, ["ppo.num_steps must be >= 1"]),
-    ({"game": {"snake": {"ppo": {"num_envs": 10, "num_steps": 3}}}}, ["does not split"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"ppoo": {}}, ["unknown section [ppoo]", "run", "ppo", "model"]),
+        ({"ppo": {"learnin_rate": 1.0}}, ["unknown key 'learnin_rate' in [ppo]", "learning_rate"]),
+        ({"ppo": {"num_envs": 2.5}}, ["ppo.num_envs must be int"]),
+        ({"ppo": {"anneal_lr": 1}}, ["ppo.anneal_lr must be bool"]),
+        ({"run": {"device": "gpu"}}, ["run.device must be one of auto, cpu, cuda"]),
+        ({"run": {"amp": "fp8"}}, ["off, bf16, fp16"]),
+        ({"run": {"compile": "yes"}}, ["reduce-overhead"]),
+        ({"game": {"name": "tetris"}}, ["unknown game 'tetris'", "snake"]),
+        ({"game": {"tetris": {"height": 3}}}, ["unknown game section [game.tetris]", "snake"]),
+        ({"game": {"snake": {"heigth": 3}}}, ["[game.snake]", "heigth", "height"]),
+        ({"game": {"snake": {"height": 2}}}, ["at least 3x3"]),
+        (
+            {"ppo": {"num_envs": 10, "num_steps": 3, "num_minibatches": 4}},
+            ["30", "num_minibatches = 4"],
+        ),
+        ({"ppo": {"gamma": 1.5}}, ["ppo.gamma must be in [0, 1]"]),
+        ({"ppo": {"num_steps": 0}}, ["ppo.num_steps must be >= 1"]),
+        ({"game": {"snake": {"ppo": {"num_envs": 10, "num_steps": 3}}}}, ["does not split"]),
+    ],
+)
 def test_bad_input_fails_with_one_clear_line(data, words):
     with pytest.raises(cfg.ConfigError) as info:
         cfg.from_dict(data)
@@ -125,3 +131,64 @@ def test_resolved_config_round_trips():
     again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
     assert again.game_params() == config.game_params()
     assert again.learner("ppo") == config.learner("ppo") and again.model == config.model
+
+
+# ------------------------------------------------------------------ precedence
+# built-in defaults < per-game presets < --config file < --set < command-line flags
+
+
+def test_set_beats_the_game_presets():
+    preset = cfg.GAME_DEFAULTS["snake"]["ppo"]
+    assert preset["num_envs"] != 8 and preset["total_timesteps"] != 10_000
+    config = cfg.load(sets=["ppo.num_envs=8", "ppo.total_timesteps=10000"])
+    assert config.learner("ppo").num_envs == 8
+    assert config.learner("ppo").total_timesteps == 10_000
+    # the README's example on cartpole, whose presets set learning_rate too
+    config = cfg.load(sets=["game.name=cartpole", "ppo.learning_rate=3e-4"])
+    assert cfg.GAME_DEFAULTS["cartpole"]["ppo"]["learning_rate"] != 3e-4
+    assert config.learner("ppo").learning_rate == 3e-4
+
+
+def test_config_file_beats_presets_and_set_beats_the_file(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[ppo]\nnum_steps = 16\nnum_envs = 64\n[game.snake.ppo]\nnum_envs = 128\n")
+    config = cfg.load(path)
+    assert config.learner("ppo").num_steps == 16  # [ppo] in the file beats snake's preset 32
+    assert config.learner("ppo").num_envs == 128  # inside one file the game's table wins
+    config = cfg.load(path, sets=["ppo.num_envs=8"])
+    assert config.learner("ppo").num_envs == 8  # --set beats everything in the file
+    # presets still apply to what nobody set
+    assert (
+        config.learner("ppo").total_timesteps
+        == cfg.GAME_DEFAULTS["snake"]["ppo"]["total_timesteps"]
+    )
+
+
+def test_set_game_learner_section_still_works():
+    config = cfg.load(sets=["game.snake.ppo.num_steps=16", "game.cartpole.ppo.num_steps=8"])
+    assert config.learner("ppo").num_steps == 16
+    assert config.learner("ppo", "cartpole").num_steps == 8
+    assert config.ppo.num_steps == PPOConfig().num_steps  # [ppo] as written is untouched
+
+
+def test_overrides_name_where_each_value_came_from(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[ppo]\nnum_steps = 16\n[run]\nseed = 4\n")
+    config = cfg.load(path, sets=["ppo.num_envs=8", "game.snake.width=9"])
+    lines = config.overrides()
+    assert f"ppo.num_steps=16 (--config {path})" in lines
+    assert "ppo.num_envs=8 (--set)" in lines
+    assert "ppo.total_timesteps=20000000 (snake preset)" in lines
+    assert f"run.seed=4 (--config {path})" in lines
+    assert "game.snake.width=9 (--set)" in lines
+    assert not any(line.startswith("ppo.learning_rate") for line in lines)  # the default
+
+
+def test_written_config_reads_back_to_the_same_settings_for_every_game(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[ppo]\nnum_envs = 32\n[dqn]\nbatch_size = 64\n")
+    config = cfg.load(path, sets=["game.cartpole.ppo.num_steps=8", "ppo.ent_coef=0.5"])
+    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
+    for game in games.names():
+        for name in cfg.LEARNER_SECTIONS:
+            assert again.learner(name, game) == config.learner(name, game), (game, name)

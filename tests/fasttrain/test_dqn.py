@@ -11,22 +11,40 @@ import torch
 import fasttrain
 from fasttrain import checkpoint
 from fasttrain import config as cfg
-from fasttrain.dqn import ReplayBuffer, Trainer, nstep_returns
+from fasttrain.learners.dqn import ReplayBuffer, Trainer, nstep_returns
 from fasttrain.runner import run
 
 TINY = {
     "run": {"algo": "dqn"},
-    "game": {"snake": {"height": 6, "width": 6,
-                       "dqn": {"num_envs": 8, "num_steps": 8, "train_frequency": 2,
-                               "buffer_size": 96, "learning_starts": 64, "batch_size": 16,
-                               "target_network_frequency": 64}}},
+    "game": {
+        "snake": {
+            "height": 6,
+            "width": 6,
+            "dqn": {
+                "num_envs": 8,
+                "num_steps": 8,
+                "train_frequency": 2,
+                "buffer_size": 96,
+                "learning_starts": 64,
+                "batch_size": 16,
+                "target_network_frequency": 64,
+            },
+        }
+    },
     "model": {"hidden": 32},
     "log": {"progress": False, "interval_s": 0.01},
-}  # fmt: skip
-TINY_SETS = ["game.snake.height=6", "game.snake.width=6", "game.snake.dqn.num_envs=8",
-             "game.snake.dqn.num_steps=8", "game.snake.dqn.buffer_size=96",
-             "game.snake.dqn.learning_starts=64", "game.snake.dqn.batch_size=16",
-             "model.hidden=32", "log.progress=false"]  # fmt: skip
+}
+TINY_SETS = [
+    "game.snake.height=6",
+    "game.snake.width=6",
+    "game.snake.dqn.num_envs=8",
+    "game.snake.dqn.num_steps=8",
+    "game.snake.dqn.buffer_size=96",
+    "game.snake.dqn.learning_starts=64",
+    "game.snake.dqn.batch_size=16",
+    "model.hidden=32",
+    "log.progress=false",
+]
 
 
 def tiny(steps, **dqn):
@@ -35,12 +53,27 @@ def tiny(steps, **dqn):
 
 
 def cartpole_trainer(num_envs=4, max_episode_steps=20, **dqn):
-    dqn = {"num_envs": num_envs, "num_steps": 8, "train_frequency": 8, "buffer_size": 64,
-           "learning_starts": 1000, "batch_size": 8, "total_timesteps": 4096, "n_step": 1,
-           **dqn}  # fmt: skip
-    config = cfg.from_dict({"run": {"algo": "dqn", "device": "cpu"}, "model": {"hidden": 16},
-                            "game": {"name": "cartpole", "cartpole": {
-                                "max_episode_steps": max_episode_steps, "dqn": dqn}}})  # fmt: skip
+    dqn = {
+        "num_envs": num_envs,
+        "num_steps": 8,
+        "train_frequency": 8,
+        "buffer_size": 64,
+        "learning_starts": 1000,
+        "batch_size": 8,
+        "total_timesteps": 4096,
+        "n_step": 1,
+        **dqn,
+    }
+    config = cfg.from_dict(
+        {
+            "run": {"algo": "dqn", "device": "cpu"},
+            "model": {"hidden": 16},
+            "game": {
+                "name": "cartpole",
+                "cartpole": {"max_episode_steps": max_episode_steps, "dqn": dqn},
+            },
+        }
+    )
     return Trainer(config, warn=lambda *_: None)
 
 
@@ -60,8 +93,9 @@ def test_ring_stores_true_next_obs_and_newest_overwrites_oldest():
         reference.step(buffer.actions[slot])
         ended = (reference.terminated | reference.truncated)[:, None]
         true_next = torch.where(ended, reference.final_obs, reference.obs)
-        records.append((slot, obs, reference.rewards.clone(), reference.terminated.clone(),
-                        true_next.clone()))  # fmt: skip
+        records.append(
+            (slot, obs, reference.rewards.clone(), reference.terminated.clone(), true_next.clone())
+        )
     assert sum(int(r[3].sum()) for r in records) > 0  # terminations happened
     assert buffer.count == buffer.num_slots - 1
     envs = torch.arange(4)
@@ -76,8 +110,9 @@ def test_ring_stores_true_next_obs_and_newest_overwrites_oldest():
 
 
 def test_uniform_sampling_draws_only_complete_windows():
-    buffer = ReplayBuffer(num_slots=6, num_envs=3, obs_shape=(1,), obs_dtype=torch.float32,
-                          device="cpu", n_step=2)  # fmt: skip
+    buffer = ReplayBuffer(
+        num_slots=6, num_envs=3, obs_shape=(1,), obs_dtype=torch.float32, device="cpu", n_step=2
+    )
     generator = torch.Generator().manual_seed(0)
     for step in range(8):  # the ring of 6 slots wraps; pos ends at 8 % 6 = 2
         buffer.obs[buffer.next_slot] = step + 1
@@ -95,10 +130,14 @@ def test_uniform_sampling_draws_only_complete_windows():
 
 def test_nstep_returns_stop_at_termination_and_truncation():
     g = 0.5
-    rewards = torch.tensor([[1.0, 2.0, 4.0, 8.0],  # no episode end: bootstrap after 4 steps
-                            [1.0, 2.0, 4.0, 8.0],  # terminated at step 1
-                            [1.0, 2.0, 4.0, 8.0],  # truncated at step 2, terminated at 3
-                            [1.0, 2.0, 4.0, 8.0]])  # terminated at step 0  # fmt: skip
+    rewards = torch.tensor(
+        [
+            [1.0, 2.0, 4.0, 8.0],  # no episode end: bootstrap after 4 steps
+            [1.0, 2.0, 4.0, 8.0],  # terminated at step 1
+            [1.0, 2.0, 4.0, 8.0],  # truncated at step 2, terminated at 3
+            [1.0, 2.0, 4.0, 8.0],
+        ]
+    )  # terminated at step 0
     terminated = torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1], [1, 0, 1, 0]]).bool()
     truncated = torch.tensor([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]).bool()
     returns, discount, last, ended = nstep_returns(rewards, terminated, truncated, g)
@@ -139,8 +178,15 @@ def test_targets_mask_termination_and_bootstrap_truncation_from_final_obs():
 
 def test_prioritized_sampling_proportions_and_importance_weights():
     alpha, beta = 0.6, 0.4
-    buffer = ReplayBuffer(num_slots=5, num_envs=2, obs_shape=(1,), obs_dtype=torch.float32,
-                          device="cpu", prioritized=True, prio_alpha=alpha)  # fmt: skip
+    buffer = ReplayBuffer(
+        num_slots=5,
+        num_envs=2,
+        obs_shape=(1,),
+        obs_dtype=torch.float32,
+        device="cpu",
+        prioritized=True,
+        prio_alpha=alpha,
+    )
     for _ in range(4):
         buffer.advance()  # 4 stored steps x 2 envs = 8 transitions in slots 0..3
     td = torch.tensor([0.5, 1.0, 2.0, 4.0, 0.1, 3.0, 1.5, 0.25])
@@ -158,8 +204,10 @@ def test_prioritized_sampling_proportions_and_importance_weights():
 
 
 def test_prioritized_trainer_updates_priorities_and_learns():
-    trainer = Trainer(tiny(512, prioritized=True, n_step=3, double_q=True, dueling=True,
-                           loss="huber"), warn=lambda *_: None)  # fmt: skip
+    trainer = Trainer(
+        tiny(512, prioritized=True, n_step=3, double_q=True, dueling=True, loss="huber"),
+        warn=lambda *_: None,
+    )
     before = [p.detach().clone() for p in trainer.q_network.parameters()]
     for _ in range(6):
         losses = trainer.iterate()
@@ -191,22 +239,41 @@ def test_resume_equals_straight_run_bit_for_bit(tmp_path):
     for key in a["env"]:
         assert np.array_equal(a["env"][key], b["env"][key]), key
     for key, value in a["replay"].items():
-        assert (torch.equal(value, b["replay"][key]) if isinstance(value, torch.Tensor)
-                else value == b["replay"][key]), key  # fmt: skip
+        assert (
+            torch.equal(value, b["replay"][key])
+            if isinstance(value, torch.Tensor)
+            else value == b["replay"][key]
+        ), key
     rows = list(csv.DictReader(open(tmp_path / "halves" / "metrics.csv")))
     assert int(rows[-1]["global_step"]) == 1024 and "losses/td_loss" in rows[0]
 
 
 def cli(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "fasttrain.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "fasttrain.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_cli_run_dqn_writes_the_run_directory_and_plays(tmp_path):
     out = tmp_path / "run"
     sets = sum((["--set", s] for s in TINY_SETS), [])
-    result = cli("run", "--game", "snake", "--algo", "dqn", "--steps", "256", "--num-envs", "16",
-                 "--out", str(out), *sets)  # fmt: skip
+    result = cli(
+        "run",
+        "--game",
+        "snake",
+        "--algo",
+        "dqn",
+        "--steps",
+        "256",
+        "--num-envs",
+        "16",
+        "--out",
+        str(out),
+        *sets,
+    )
     assert result.returncode == 0, result.stderr
     assert "snake dqn" in result.stdout and "td " in result.stdout
     resolved = cfg.tomllib.loads((out / "config.toml").read_text())
@@ -219,15 +286,18 @@ def test_cli_run_dqn_writes_the_run_directory_and_plays(tmp_path):
     assert played.returncode == 0, played.stderr
 
 
-@pytest.mark.parametrize("dqn, words", [
-    ({"num_steps": 6, "train_frequency": 4}, ["dqn.num_steps = 6", "train_frequency = 4"]),
-    ({"buffer_size": 8, "num_envs": 4, "n_step": 3}, ["dqn.buffer_size = 8", ">= 12"]),
-    ({"learning_starts": 1000, "total_timesteps": 1000}, ["learning_starts", "no update"]),
-    ({"tau": 0.0}, ["dqn.tau must be in (0, 1]"]),
-    ({"end_e": 1.5}, ["dqn.end_e must be in [0, 1]"]),
-    ({"n_step": 0}, ["dqn.n_step must be >= 1"]),
-    ({"loss": "l1"}, ["huber, mse"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "dqn, words",
+    [
+        ({"num_steps": 6, "train_frequency": 4}, ["dqn.num_steps = 6", "train_frequency = 4"]),
+        ({"buffer_size": 8, "num_envs": 4, "n_step": 3}, ["dqn.buffer_size = 8", ">= 12"]),
+        ({"learning_starts": 1000, "total_timesteps": 1000}, ["learning_starts", "no update"]),
+        ({"tau": 0.0}, ["dqn.tau must be in (0, 1]"]),
+        ({"end_e": 1.5}, ["dqn.end_e must be in [0, 1]"]),
+        ({"n_step": 0}, ["dqn.n_step must be >= 1"]),
+        ({"loss": "l1"}, ["huber, mse"]),
+    ],
+)
 def test_bad_dqn_config_fails_with_one_clear_line(dqn, words):
     with pytest.raises(cfg.ConfigError) as info:
         cfg.from_dict({"run": {"algo": "dqn"}, "game": {"snake": {"dqn": dqn}}})
@@ -250,10 +320,13 @@ def test_dqn_learns_cartpole(tmp_path):
     Budget: 400k env steps, 16 envs, the [game.cartpole.dqn] defaults (n_step 3, Double DQN,
     learning_rate 2.5e-4, target update every 500 steps), a 2x128 ReLU MLP.
     """
-    config = cfg.from_dict({"run": {"algo": "dqn", "device": "cpu"},
-                            "game": {"name": "cartpole", "cartpole": {"dqn": {
-                                "total_timesteps": 400_000}}},
-                            "model": {"hidden": 128, "activation": "relu"}})  # fmt: skip
+    config = cfg.from_dict(
+        {
+            "run": {"algo": "dqn", "device": "cpu"},
+            "game": {"name": "cartpole", "cartpole": {"dqn": {"total_timesteps": 400_000}}},
+            "model": {"hidden": 128, "activation": "relu"},
+        }
+    )
     trainer = Trainer(config, warn=lambda *_: None)
     means = []
     while trainer.iteration < trainer.num_iterations:

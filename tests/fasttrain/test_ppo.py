@@ -13,19 +13,36 @@ import torch
 
 from fasttrain import checkpoint
 from fasttrain import config as cfg
-from fasttrain.ppo import Trainer, benchmark_training
+from fasttrain.bench.training import benchmark_training
+from fasttrain.learners.ppo import Trainer
 from fasttrain.runner import METRICS, run
 
 TINY = {
-    "game": {"snake": {"height": 6, "width": 6,
-                       "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2,
-                               "update_epochs": 2, "anneal_lr": False}}},
+    "game": {
+        "snake": {
+            "height": 6,
+            "width": 6,
+            "ppo": {
+                "num_envs": 16,
+                "num_steps": 8,
+                "num_minibatches": 2,
+                "update_epochs": 2,
+                "anneal_lr": False,
+            },
+        }
+    },
     "model": {"hidden": 32},
     "log": {"progress": False, "interval_s": 0.01},
-}  # fmt: skip
-TINY_SETS = ["game.snake.height=6", "game.snake.width=6", "game.snake.ppo.num_envs=16",
-             "game.snake.ppo.num_steps=8", "game.snake.ppo.num_minibatches=2",
-             "model.hidden=32", "log.progress=false"]  # fmt: skip
+}
+TINY_SETS = [
+    "game.snake.height=6",
+    "game.snake.width=6",
+    "game.snake.ppo.num_envs=16",
+    "game.snake.ppo.num_steps=8",
+    "game.snake.ppo.num_minibatches=2",
+    "model.hidden=32",
+    "log.progress=false",
+]
 
 
 def tiny(steps, **extra):
@@ -34,8 +51,12 @@ def tiny(steps, **extra):
 
 
 def cli(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "fasttrain.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "fasttrain.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_resume_equals_straight_run_bit_for_bit(tmp_path):
@@ -85,8 +106,18 @@ def test_truncated_steps_bootstrap_from_final_obs_value():
 
 def test_cli_run_writes_the_run_directory(tmp_path):
     out = tmp_path / "run"
-    result = cli("run", "--game", "snake", "--steps", "512", "--out", str(out), "--seed", "3",
-                 *sum((["--set", s] for s in TINY_SETS), []))  # fmt: skip
+    result = cli(
+        "run",
+        "--game",
+        "snake",
+        "--steps",
+        "512",
+        "--out",
+        str(out),
+        "--seed",
+        "3",
+        *sum((["--set", s] for s in TINY_SETS), []),
+    )
     assert result.returncode == 0, result.stderr
     assert "done:" in result.stdout and "SPS" in result.stdout
     resolved = cfg.tomllib.loads((out / "config.toml").read_text())
@@ -112,13 +143,18 @@ def test_cli_run_writes_the_run_directory(tmp_path):
     assert played.stdout.count("@") >= 6
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--set", "ppo.learnin_rate=1"], ["unknown key 'learnin_rate'", "learning_rate"]),
-    (["--game", "tetris"], ["unknown game 'tetris'", "snake"]),
-    (["--set", "game.snake.ppo.num_envs=10", "--set", "game.snake.ppo.num_steps=3"],
-     ["does not split"]),
-    (["--device", "cuda"], ["cuda", "fasttrain[cuda]"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--set", "ppo.learnin_rate=1"], ["unknown key 'learnin_rate'", "learning_rate"]),
+        (["--game", "tetris"], ["unknown game 'tetris'", "snake"]),
+        (
+            ["--set", "game.snake.ppo.num_envs=10", "--set", "game.snake.ppo.num_steps=3"],
+            ["does not split"],
+        ),
+        (["--device", "cuda"], ["cuda", "fasttrain[cuda]"]),
+    ],
+)
 def test_cli_bad_input_fails_before_writing(tmp_path, args, words):
     out = tmp_path / "never"
     result = cli("run", "--steps", "64", "--out", str(out), *args)
@@ -154,9 +190,22 @@ def test_checkpoint_from_another_device_or_env_is_refused_before_any_change(tmp_
 
 def test_ctrl_c_saves_a_checkpoint(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "fasttrain.cli", "run", "--steps", "100000000",
-                             "--out", str(out), *sum((["--set", s] for s in TINY_SETS), [])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fasttrain.cli",
+            "run",
+            "--steps",
+            "100000000",
+            "--out",
+            str(out),
+            *sum((["--set", s] for s in TINY_SETS), []),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "metrics.csv").exists():
         time.sleep(0.2)
@@ -187,7 +236,7 @@ def test_amp_bf16_and_compile_fallback(monkeypatch):
 
 
 def test_benchmark_training_reports_split_and_ceiling():
-    result = benchmark_training("snake", "cpu", iterations=1, num_envs=16)
+    result = benchmark_training("ppo", "snake", "cpu", iterations=1, num_envs=16)
     assert result["sps"] > 0 and result["ceiling_sps"] > 0
     split = [result[f"time_{k}"] for k in ("env", "forward", "learn", "other")]
     assert all(0 <= v <= 1 for v in split) and sum(split) == pytest.approx(1.0, abs=1e-6)
@@ -196,9 +245,12 @@ def test_benchmark_training_reports_split_and_ceiling():
 @pytest.mark.slow
 def test_ppo_learns_snake_8x8(tmp_path):
     """PPO on Snake 8x8 reaches a mean score of 5 within 2M steps (~2-3 minutes here)."""
-    config = cfg.from_dict({"game": {"snake": {"height": 8, "width": 8,
-                                               "ppo": {"total_timesteps": 2_000_000}}},
-                            "log": {"progress": False}})  # fmt: skip
+    config = cfg.from_dict(
+        {
+            "game": {"snake": {"height": 8, "width": 8, "ppo": {"total_timesteps": 2_000_000}}},
+            "log": {"progress": False},
+        }
+    )
     summary = run(config, out=tmp_path / "learn", echo=lambda *_: None)
     assert summary["score"] >= 5.0, summary
 
@@ -209,3 +261,26 @@ def test_ppo_learns_cartpole(tmp_path):
     config = cfg.from_dict({"game": {"name": "cartpole"}, "log": {"progress": False}})
     summary = run(config, out=tmp_path / "cartpole", echo=lambda *_: None)
     assert summary["episodic_return"] >= 475.0, summary
+
+
+def test_cli_set_ppo_section_beats_the_snake_presets(tmp_path):
+    out = tmp_path / "run"
+    sets = [
+        "ppo.num_envs=8",
+        "ppo.total_timesteps=512",
+        "ppo.num_steps=8",
+        "ppo.num_minibatches=2",
+        "game.snake.height=6",
+        "game.snake.width=6",
+        "model.hidden=32",
+        "log.progress=false",
+    ]
+    result = cli(
+        "run", "--game", "snake", "--out", str(out), *sum((["--set", s] for s in sets), [])
+    )
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert "8 envs x 8 steps" in first and "ppo.num_envs=8 (--set)" in first, first
+    state = checkpoint.load(out)
+    assert state["env"]["obs"].shape[0] == 8  # 8 environments, not snake's tuned 1024
+    assert state["global_step"] == 512

@@ -16,12 +16,12 @@ VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
 
 def _snapshot(env) -> dict:
     """Copies of every array except the action buffer (which a failed step may overwrite)."""
-    return {name: a.copy() for name, a in env.core.arrays.items() if name != "actions"}
+    return {name: a.copy() for name, a in env.arrays.items() if name != "actions"}
 
 
 def _assert_unchanged(env, snapshot):
     for name, array in snapshot.items():
-        np.testing.assert_array_equal(env.core.arrays[name], array, err_msg=name)
+        np.testing.assert_array_equal(env.arrays[name], array, err_msg=name)
 
 
 # ------------------------------------------------------------------------------- zero copy
@@ -30,15 +30,15 @@ def _assert_unchanged(env, snapshot):
 def test_views_share_memory_with_backend_arrays(snake):
     env = snake.make("cpu", num_envs=4)
     for name in VIEWS:
-        assert np.shares_memory(getattr(env, name).numpy(), env.core.arrays[name]), name
-    env.core.arrays["obs"][2, 1, 3, 4] = 7  # numpy -> torch
+        assert np.shares_memory(getattr(env, name).numpy(), env.arrays[name]), name
+    env.arrays["obs"][2, 1, 3, 4] = 7  # numpy -> torch
     assert env.obs[2, 1, 3, 4].item() == 7
     env.rewards[1] = 3.5  # torch -> numpy
-    assert env.core.arrays["rewards"][1] == 3.5
+    assert env.arrays["rewards"][1] == 3.5
     env.actions[:] = torch.tensor([0, 1, 2, 3])
-    np.testing.assert_array_equal(env.core.arrays["actions"], [0, 1, 2, 3])
+    np.testing.assert_array_equal(env.arrays["actions"], [0, 1, 2, 3])
     for name, array in env.state.items():  # the state dict hands out the arrays themselves
-        assert array is env.core.arrays[name]
+        assert array is env.arrays[name]
 
 
 def test_state_writes_drive_the_next_step(snake):
@@ -64,7 +64,7 @@ def test_buffers_never_move(snake):
     env.reset(seed=4)
     assert ended > 0
     assert {name: getattr(env, name).data_ptr() for name in VIEWS} == pointers
-    assert all(np.shares_memory(getattr(env, n).numpy(), env.core.arrays[n]) for n in VIEWS)
+    assert all(np.shares_memory(getattr(env, n).numpy(), env.arrays[n]) for n in VIEWS)
 
 
 def test_obs_out_writes_into_the_given_slot(snake):
@@ -168,13 +168,17 @@ def test_malformed_actions_raise_clear_errors_and_change_nothing(snake, actions,
 
 @pytest.mark.parametrize(
     "actions",
-    [np.array([0, 1, 2, 3, 1], dtype=np.int8), np.array([0, 1, 2, 3, 1], dtype=np.uint16),
-     torch.tensor([0, 1, 2, 3, 1], dtype=torch.int32), torch.tensor([0, 1, 2, 3, 1])],
-)  # fmt: skip
+    [
+        np.array([0, 1, 2, 3, 1], dtype=np.int8),
+        np.array([0, 1, 2, 3, 1], dtype=np.uint16),
+        torch.tensor([0, 1, 2, 3, 1], dtype=torch.int32),
+        torch.tensor([0, 1, 2, 3, 1]),
+    ],
+)
 def test_any_integer_actions_are_accepted(snake, actions):
     env = snake.make("cpu", num_envs=5, seed=1)
     env.step(actions)
-    np.testing.assert_array_equal(env.core.arrays["actions"], [0, 1, 2, 3, 1])
+    np.testing.assert_array_equal(env.arrays["actions"], [0, 1, 2, 3, 1])
 
 
 # ------------------------------------------------------------------------------- make()

@@ -30,8 +30,12 @@ def threshold_states() -> np.ndarray:
     for limit, col in ((X_LIMIT, 0), (THETA_LIMIT, 2)):
         for sign in (-1.0, 1.0):
             edge = sign * limit
-            for value in (edge, np.nextafter(edge, sign * np.inf), edge + sign * 1e-6,
-                          np.nextafter(edge, 0.0)):  # fmt: skip
+            for value in (
+                edge,
+                np.nextafter(edge, sign * np.inf),
+                edge + sign * 1e-6,
+                np.nextafter(edge, 0.0),
+            ):
                 row = [0.0, 0.0, 0.0, 0.0]
                 row[col] = value
                 rows.append(row)

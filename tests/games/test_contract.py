@@ -13,6 +13,7 @@ import torch
 
 import fasttrain
 from fasttrain import games
+from fasttrain.kernels import assert_backends_agree, get_backend
 
 GAMES = games.names()
 
@@ -27,7 +28,7 @@ def _call(fn, env, arrays, i):
     source = {
         **arrays,
         "obs_flat": arrays["obs"].reshape(env.num_envs, -1),
-        **env.core.spec.param_values(env.params),
+        **env.spec.param_values(env.params),
     }
     names = list(inspect.signature(fn).parameters)[1:]
     with np.errstate(over="ignore"):
@@ -65,12 +66,12 @@ def test_shapes_dtypes_and_value_ranges(game):
 def test_auto_reset_final_obs_and_stats_match_reference(game):
     """Every ended row: final_obs is step_one's observation, then reset_one ran on the row."""
     env = fasttrain.make(game, num_envs=16, backend="cpu", seed=3)
-    state_names = [f.name for f in env.core.spec.state]
+    state_names = [f.name for f in env.spec.state]
     running_return = np.zeros(16)
     running_length = np.zeros(16, dtype=np.int64)
     ended_returns, ended_lengths, ended_scores = [], [], []
     for actions in _random_actions(env, 400, seed=4):
-        before = {name: array.copy() for name, array in env.core.arrays.items()}
+        before = {name: array.copy() for name, array in env.arrays.items()}
         env.step(actions)
         running_return += env.rewards.numpy()
         running_length += 1
@@ -78,18 +79,18 @@ def test_auto_reset_final_obs_and_stats_match_reference(game):
         for i in np.flatnonzero(done):
             ref = {name: array.copy() for name, array in before.items()}
             ref["actions"][:] = actions
-            _call(env.core.spec.step_one, env, ref, i)
+            _call(env.spec.step_one, env, ref, i)
             np.testing.assert_array_equal(env.final_obs[i].numpy(), ref["obs"][i])
             assert env.rewards[i].item() == ref["rewards"][i]
             assert env.terminated[i].item() == ref["terminated"][i]
             assert env.truncated[i].item() == ref["truncated"][i]
             ended_scores.append(float(ref["score"][i]))
             ref["score"][i] = 0
-            _call(env.core.spec.reset_one, env, ref, i)  # a fresh start from the same stream
+            _call(env.spec.reset_one, env, ref, i)  # a fresh start from the same stream
             np.testing.assert_array_equal(env.obs[i].numpy(), ref["obs"][i])
             for name in [*state_names, "rng"]:
-                np.testing.assert_array_equal(env.core.arrays[name][i], ref[name][i], err_msg=name)
-            assert env.core.arrays["ep_length"][i] == 0 and env.core.arrays["score"][i] == 0
+                np.testing.assert_array_equal(env.arrays[name][i], ref[name][i], err_msg=name)
+            assert env.arrays["ep_length"][i] == 0 and env.arrays["score"][i] == 0
             ended_returns.append(running_return[i])
             ended_lengths.append(running_length[i])
             running_return[i], running_length[i] = 0.0, 0
@@ -134,19 +135,19 @@ def test_state_dict_continues_bit_for_bit_and_rejects_a_misfit(game):
     a = fasttrain.make(game, num_envs=8, backend="cpu", seed=5)
     actions = _random_actions(a, 120, seed=3)
     _trajectory(a, actions[:60])
-    saved = a.core.state_dict()
-    assert all(not np.shares_memory(saved[k], v) for k, v in a.core.arrays.items())
+    saved = a.state_dict()
+    assert all(not np.shares_memory(saved[k], v) for k, v in a.arrays.items())
     b = fasttrain.make(game, num_envs=8, backend="cpu", seed=99)
-    b.core.load_state_dict(saved)
+    b.load_state_dict(saved)
     for x, y in zip(_trajectory(a, actions[60:]), _trajectory(b, actions[60:]), strict=True):
         for u, v in zip(x, y, strict=True):
             assert torch.equal(u, v)
-    before = {k: v.copy() for k, v in b.core.arrays.items()}
+    before = {k: v.copy() for k, v in b.arrays.items()}
     with pytest.raises(ValueError, match="'obs' does not fit"):
-        b.core.load_state_dict({**saved, "obs": saved["obs"][:4]})
+        b.load_state_dict({**saved, "obs": saved["obs"][:4]})
     with pytest.raises(ValueError, match="'rng' has dtype"):
-        b.core.load_state_dict({**saved, "rng": saved["rng"].astype(np.int32)})
-    for key, value in b.core.arrays.items():  # nothing was written by the refused loads
+        b.load_state_dict({**saved, "rng": saved["rng"].astype(np.int32)})
+    for key, value in b.arrays.items():  # nothing was written by the refused loads
         assert np.array_equal(value, before[key]), key
 
 
@@ -155,7 +156,8 @@ def test_no_recompilation(game):
     env = fasttrain.make(game, num_envs=8, backend="cpu", seed=0)
     actions = _random_actions(env, 200, seed=1)
     env.step(actions[0])
-    compiled = env.core.launchers.num_compiled()
+    launchers = get_backend("cpu").compile(env.spec)  # what every cpu env of the game launches
+    compiled = launchers.num_compiled()
     assert compiled >= 2  # step and reset launchers
     for a in actions[1:]:
         env.step(a)
@@ -167,45 +169,18 @@ def test_no_recompilation(game):
     again.step(actions[2])
     bigger = fasttrain.make(game, num_envs=33, backend="cpu", seed=9)
     bigger.step()
-    assert again.core.launchers is env.core.launchers
-    assert env.core.launchers.num_compiled() == compiled
+    assert get_backend("cpu").compile(again.spec) is launchers
+    assert launchers.num_compiled() == compiled
 
 
 @pytest.mark.parametrize("game", GAMES)
 def test_cpu_matches_python_reference_bit_for_bit(game):
-    num_envs, num_steps = 64, 10_000
-    cpu = fasttrain.make(game, num_envs=num_envs, backend="cpu", seed=11)
-    ref = fasttrain.make(game, num_envs=num_envs, backend="python", seed=11)
-    assert torch.equal(cpu.obs, ref.obs)
-    actions = _random_actions(cpu, num_steps, seed=12)
-    ended = 0
-    for t in range(num_steps):
-        cpu.step(actions[t])
-        ref.step(actions[t])
-        assert torch.equal(cpu.obs, ref.obs), t
-        assert torch.equal(cpu.rewards, ref.rewards), t
-        assert torch.equal(cpu.terminated, ref.terminated), t
-        assert torch.equal(cpu.truncated, ref.truncated), t
-        done = cpu.terminated | cpu.truncated
-        if done.any():
-            ended += int(done.sum())
-            assert torch.equal(cpu.final_obs[done], ref.final_obs[done]), t
-    assert ended > 0
-    for name, array in cpu.core.arrays.items():
-        if name != "final_obs":  # only rows where an episode ended are defined
-            np.testing.assert_array_equal(array, ref.core.arrays[name], err_msg=name)
-    assert cpu.stats() == ref.stats()
+    """Every buffer, final_obs where episodes ended, and the stats, after every step."""
+    episodes = assert_backends_agree(games.get(game), ["python", "cpu"], 64, 10_000, seed=11)
+    assert episodes > 0
 
 
 @pytest.mark.parametrize("game", GAMES)
 def test_parallel_cpu_matches_python_reference(game, parallel_threads):
     """Environments split over threads must not interfere (the suite otherwise runs on one)."""
-    cpu = fasttrain.make(game, num_envs=512, backend="cpu", seed=13)
-    ref = fasttrain.make(game, num_envs=512, backend="python", seed=13)
-    for actions in _random_actions(cpu, 50, seed=14):
-        cpu.step(actions)
-        ref.step(actions)
-        assert torch.equal(cpu.obs, ref.obs)
-        assert torch.equal(cpu.rewards, ref.rewards)
-    for name in ("rng", *(f.name for f in cpu.core.spec.state)):
-        np.testing.assert_array_equal(cpu.core.arrays[name], ref.core.arrays[name], err_msg=name)
+    assert_backends_agree(games.get(game), ["python", "cpu"], 512, 50, seed=13)

@@ -133,7 +133,7 @@ def test_eating_grows_scores_and_places_a_new_fruit(snake, backend):
     cells = [*body, (2, 3)]
     assert snake.cells(env) == cells  # the tail stayed: length + 1
     assert int(env.state["length"][0]) == 4
-    assert float(env.core.arrays["score"][0]) == 1.0
+    assert float(env.arrays["score"][0]) == 1.0
     assert int(env.state["steps_since_food"][0]) == 0
     fruit = snake.fruit(env)
     assert fruit is not None and fruit not in cells

@@ -117,9 +117,15 @@ def test_make_params_rejects_unknown_keys_naming_valid_ones():
 
 @pytest.mark.parametrize(
     "key, value",
-    [("height", 8.0), ("height", "8"), ("height", True), ("reward_fruit", "1"),
-     ("reward_fruit", None), ("max_episode_steps", 1.5)],
-)  # fmt: skip
+    [
+        ("height", 8.0),
+        ("height", "8"),
+        ("height", True),
+        ("reward_fruit", "1"),
+        ("reward_fruit", None),
+        ("max_episode_steps", 1.5),
+    ],
+)
 def test_make_params_rejects_wrong_types(key, value):
     with pytest.raises(TypeError) as excinfo:
         SPEC.make_params(**{key: value})

@@ -3,85 +3,115 @@
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from fasttrain import games
+
 ROOT = Path(__file__).resolve().parents[2]
 
-SIM_SCRIPT = textwrap.dedent("""
-    import numpy as np, torch
-    import fasttrain
-    from fasttrain import games
-    from fasttrain.kernels import get_backend
-    from fasttrain.kernels.gae import gae, gae_cuda
+# Run in a subprocess: the simulator is chosen when numba.cuda is first imported.
+SIM_SCRIPT = """
+import sys
 
-    for name, num_envs, steps in (("snake", 8, 200), ("cartpole", 8, 100)):
-        if name not in games.names():
-            continue
-        a = fasttrain.make(name, num_envs=num_envs, backend="cuda", seed=11)
-        b = fasttrain.make(name, num_envs=num_envs, backend="cpu", seed=11)
-        assert a.backend == "cuda" and torch.equal(a.obs, b.obs)
-        g = torch.Generator().manual_seed(1)
-        ended_total = 0
-        for t in range(steps):
-            act = torch.randint(0, a.num_actions, (num_envs,), generator=g)
-            a.step(act); b.step(act)
-            for key in ("obs", "rewards", "terminated", "truncated"):
-                assert torch.equal(getattr(a, key), getattr(b, key)), (name, t, key)
-            ended = a.terminated | a.truncated
-            ended_total += int(ended.sum())
-            assert torch.equal(a.final_obs[ended], b.final_obs[ended]), (name, t)
-        for key, value in a.state.items():
-            assert np.array_equal(value, b.state[key]), (name, key)
-        assert a.stats() == b.stats() and ended_total > 0
-        # writing into learner-owned slots (rollout storage) and a saved state work the same way
-        slots = torch.zeros((3, *a.obs.shape), dtype=a.obs.dtype)
-        finals = torch.zeros_like(slots)
-        saved = a.core.state_dict()
-        for t in range(3):
-            act = torch.randint(0, a.num_actions, (num_envs,), generator=g)
-            a.step(act, obs_out=slots[t], final_obs_out=finals[t], check=False)
-            b.step(act)
-            assert torch.equal(slots[t], b.obs), (name, t)
-            ended = b.terminated | b.truncated
-            assert torch.equal(finals[t][ended], b.final_obs[ended]), (name, t)
-        a.core.load_state_dict(saved)
-        for t in range(3):
-            a.step(torch.zeros(num_envs, dtype=torch.int64))
-        a.core.load_state_dict(saved)
-        for key, value in a.core.state_dict().items():
-            assert np.array_equal(value, saved[key]), (name, key)
-        # the device functions are compiled from the very same game source as the CPU path
-        spec = games.get(name)
-        launcher = get_backend("cuda").compile(spec).step.py_func
-        module = __import__("sys").modules[launcher.__module__]
-        assert module.step_one.fn.__code__ is spec.step_one.__code__
-        try:
-            a.step(torch.full((num_envs,), a.num_actions))
-            raise SystemExit("out-of-range action accepted")
-        except ValueError as exc:
-            assert "out of range" in str(exc)
+import numpy as np
+import torch
 
-    rng = np.random.default_rng(0)
-    T, N = 9, 5
-    f32 = np.float32
-    args = [rng.standard_normal((T, N)).astype(f32), rng.standard_normal((T, N)).astype(f32),
-            rng.standard_normal(N).astype(f32), rng.standard_normal((T, N)).astype(f32),
-            rng.random((T, N)) < 0.2, rng.random((T, N)) < 0.2]
-    out = [np.zeros((T, N), f32) for _ in range(4)]
-    gae(*args, 0.99, 0.95, out[0], out[1])
-    gae_cuda(*args, 0.99, 0.95, out[2], out[3])
-    assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
-    print("SIMULATOR OK")
-""")
+import fasttrain
+from fasttrain import games
+from fasttrain.kernels import assert_backends_agree, get_backend
+
+name = sys.argv[1]
+spec = games.get(name)
+num_envs = 8
+episodes = assert_backends_agree(spec, ["cpu", "cuda"], num_envs, 150, seed=11)
+assert episodes > 0, "random play should end some episodes"
+
+a = fasttrain.make(name, num_envs=num_envs, backend="cuda", seed=11)
+b = fasttrain.make(name, num_envs=num_envs, backend="cpu", seed=11)
+assert a.backend == "cuda" and torch.equal(a.obs, b.obs)
+g = torch.Generator().manual_seed(1)
+# writing into learner-owned slots (rollout storage) and a saved state work the same way
+slots = torch.zeros((3, *a.obs.shape), dtype=a.obs.dtype)
+finals = torch.zeros_like(slots)
+saved = a.state_dict()
+for t in range(3):
+    act = torch.randint(0, a.num_actions, (num_envs,), generator=g)
+    a.step(act, obs_out=slots[t], final_obs_out=finals[t], check=False)
+    b.step(act)
+    assert torch.equal(slots[t], b.obs), (name, t)
+    ended = b.terminated | b.truncated
+    assert torch.equal(finals[t][ended], b.final_obs[ended]), (name, t)
+a.load_state_dict(saved)
+for t in range(3):
+    a.step(torch.zeros(num_envs, dtype=torch.int64))
+a.load_state_dict(saved)
+for key, value in a.state_dict().items():
+    assert np.array_equal(value, saved[key]), (name, key)
+# the device functions are compiled from the very same game source as the CPU path
+launcher = get_backend("cuda").compile(spec).step.py_func
+module = sys.modules[launcher.__module__]
+assert module.step_one.fn.__code__ is spec.step_one.__code__
+try:
+    a.step(torch.full((num_envs,), a.num_actions))
+    raise SystemExit("out-of-range action accepted")
+except ValueError as exc:
+    assert "out of range" in str(exc)
+print("SIMULATOR OK")
+"""
+
+GAE_SCRIPT = """
+import sys
+
+import numpy as np
+
+from fasttrain.kernels.gae import GAE, gae, gae_env
+
+rng = np.random.default_rng(0)
+T, N = 9, 5
+f32 = np.float32
+args = [rng.standard_normal((T, N)).astype(f32), rng.standard_normal((T, N)).astype(f32),
+        rng.standard_normal(N).astype(f32), rng.standard_normal((T, N)).astype(f32),
+        rng.random((T, N)) < 0.2, rng.random((T, N)) < 0.2]
+out = [np.zeros((T, N), f32) for _ in range(4)]
+gae(*args, 0.99, 0.95, out[0], out[1])
+GAE("cuda", *args, 0.99, 0.95, out[2], out[3])
+assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
+# bound once, launched twice: the second launch reads rewards edited in place
+bound = GAE.bind("cuda", (*args, 0.99, 0.95, out[2], out[3]))
+args[0][...] = rng.standard_normal((T, N)).astype(f32)
+bound(stream=0)
+gae(*args, 0.99, 0.95, out[0], out[1])
+assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
+# the device function is compiled from the very same scalar source as the CPU path
+module = sys.modules[GAE.launcher("cuda").py_func.__module__]
+assert module.column_one.fn.__code__ is gae_env.__code__
+print("SIMULATOR OK")
+"""
 
 
-def test_cuda_backend_on_the_simulator_matches_cpu_bit_for_bit(tmp_path):
+def _run_on_simulator(script, *argv, cwd):
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    result = subprocess.run([sys.executable, "-c", SIM_SCRIPT], env=env, capture_output=True,
-                            text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize("game", games.names())
+def test_cuda_backend_on_the_simulator_matches_cpu_bit_for_bit(game, tmp_path):
+    result = _run_on_simulator(SIM_SCRIPT, game, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "SIMULATOR OK" in result.stdout
+
+
+def test_gae_on_the_simulator_matches_the_python_reference_bit_for_bit(tmp_path):
+    result = _run_on_simulator(GAE_SCRIPT, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "SIMULATOR OK" in result.stdout
 
@@ -137,11 +167,11 @@ def test_gpu_views_are_zero_copy():
     env = fasttrain.make("snake", num_envs=256, backend="cuda", seed=0)
     pointer = env.obs.data_ptr()
     assert env.obs.device.type == "cuda"
-    assert pointer == env.core.arrays["obs"].data.ptr
+    assert pointer == env.arrays["obs"].data.ptr
     for _ in range(10):
         obs, *_ = env.step(torch.zeros(256, dtype=torch.int64, device="cuda"))
         assert obs.data_ptr() == pointer
-    env.core.arrays["rewards"][3] = 42.0
+    env.arrays["rewards"][3] = 42.0
     assert float(env.rewards[3]) == 42.0
     # NumPy actions (what the Gymnasium and SB3 adapters pass) reach the device buffer
     import numpy as np
@@ -157,8 +187,10 @@ def test_short_ppo_run_on_gpu(tmp_path):
     from fasttrain import config as cfg
     from fasttrain.runner import run
 
-    config = cfg.from_dict({"run": {"device": "cuda"}, "log": {"progress": False},
-                            "game": {"snake": {"ppo": {"total_timesteps": 200_000}}}})  # fmt: skip
+    ppo = {"total_timesteps": 200_000}
+    config = cfg.from_dict(
+        {"run": {"device": "cuda"}, "log": {"progress": False}, "game": {"snake": {"ppo": ppo}}}
+    )
     summary = run(config, out=tmp_path / "gpu", echo=lambda *_: None)
     assert summary["global_step"] >= 100_000
 
@@ -184,7 +216,7 @@ def test_gpu_steps_are_ordered_on_torch_current_stream():
             torch.cuda._sleep(100_000)
             a.step(act.to("cuda", non_blocking=True), check=False)
             b.step(act)
-            assert a.core.stream == side.cuda_stream
+            assert a.stream == side.cuda_stream
     side.synchronize()
     assert torch.equal(a.obs.cpu(), b.obs) and torch.equal(a.rewards.cpu(), b.rewards)
 
@@ -195,10 +227,12 @@ def test_gpu_rollout_makes_no_torch_host_sync():
     import torch
 
     from fasttrain import config as cfg
-    from fasttrain.ppo import Trainer
+    from fasttrain.learners.ppo import Trainer
 
-    config = cfg.from_dict({"run": {"device": "cuda"}, "log": {"progress": False},
-                            "game": {"snake": {"ppo": {"num_envs": 4096}}}})  # fmt: skip
+    ppo = {"num_envs": 4096}
+    config = cfg.from_dict(
+        {"run": {"device": "cuda"}, "log": {"progress": False}, "game": {"snake": {"ppo": ppo}}}
+    )
     trainer = Trainer(config, warn=lambda *_: None)
     trainer.rollout()  # warm-up: compile and allocate
     torch.cuda.set_sync_debug_mode("error")

@@ -9,6 +9,8 @@ hardware compiler on the same generated kernels, so type errors that only the CU
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -31,7 +33,7 @@ def _entries(ptx: str) -> list[str]:
 
 @pytest.mark.parametrize("game", games.names())
 def test_every_game_compiles_to_ptx_for_the_hardware_target(game):
-    from fasttrain.kernels.cuda import compile_ptx
+    from fasttrain.kernels.ptx import compile_ptx
 
     ptx = compile_ptx(games.get(game), cc=(9, 0))
     assert set(ptx) == {"step_kernel", "reset_kernel"}
@@ -44,7 +46,7 @@ def test_every_game_compiles_to_ptx_for_the_hardware_target(game):
 
 
 def test_the_compute_capability_reaches_the_compiler():
-    from fasttrain.kernels.cuda import compile_ptx
+    from fasttrain.kernels.ptx import compile_ptx
 
     spec = games.get("snake")
     assert ".target sm_80" in compile_ptx(spec, cc=(8, 0))["step_kernel"]
@@ -53,7 +55,7 @@ def test_the_compute_capability_reaches_the_compiler():
 
 def test_game_params_are_compiled_in_as_kernel_arguments():
     """A board size is a runtime argument, not a constant: one PTX serves every size."""
-    from fasttrain.kernels.cuda import compile_ptx
+    from fasttrain.kernels.ptx import compile_ptx
 
     spec = games.get("snake")
     small = compile_ptx(spec, spec.make_params(height=6, width=6))["step_kernel"]
@@ -66,10 +68,13 @@ def test_game_params_are_compiled_in_as_kernel_arguments():
 
 
 def test_gae_kernel_compiles_to_ptx():
-    from fasttrain.kernels.cuda import compile_gae_ptx
+    from fasttrain.kernels.gae import GAE, example_args
+    from fasttrain.kernels.ptx import compile_column_ptx
 
-    ptx = compile_gae_ptx((9, 0))
+    ptx = compile_column_ptx(GAE, example_args(), (9, 0))
     assert ".target sm_90" in ptx and len(_entries(ptx)) == 1
+    assert "column_kernel" in _entries(ptx)[0]
+    assert "%ctaid.x" in ptx and "%tid.x" in ptx  # one thread per column
 
 
 def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
@@ -78,7 +83,7 @@ def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
 
     from numba.core.errors import TypingError
 
-    from fasttrain.kernels.cuda import compile_ptx
+    from fasttrain.kernels.ptx import compile_ptx
 
     spec = games.get("snake")
 
@@ -91,13 +96,35 @@ def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
 
 
 def test_ptxas_assembles_every_kernel():
-    from fasttrain.kernels.cuda import compile_gae_ptx, compile_ptx, find_ptxas, ptxas_info
+    from fasttrain.kernels.gae import GAE, example_args
+    from fasttrain.kernels.ptx import compile_column_ptx, compile_ptx, find_ptxas, ptxas_info
 
     if find_ptxas() is None:
         pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc-cu12)")
-    texts = [compile_gae_ptx((9, 0))]
+    texts = [compile_column_ptx(GAE, example_args(), (9, 0))]
     for game in games.names():
         texts += compile_ptx(games.get(game), cc=(9, 0)).values()
     for text in texts:
         info = ptxas_info(text, (9, 0))
         assert re.search(r"Used \d+ registers", info), info
+
+
+def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given():
+    from fasttrain.kernels.ptx import find_ptxas, report
+
+    lines = report([games.get("snake")], (8, 0))
+    names = [tuple(line.split()[:2]) for line in lines]
+    assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel")]
+    assert all("sm_80: PTX" in line for line in lines)
+    if find_ptxas() is not None:
+        assert all(re.search(r"\d+ registers, \d+ B spill stores$", line) for line in lines)
+
+
+def test_the_command_rejects_an_unknown_game_in_one_line_naming_the_valid_ones():
+    result = subprocess.run(
+        [sys.executable, "-m", "fasttrain.ptx", "snake", "snaek"], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"unknown game 'snaek'; valid: {', '.join(games.names())}"
+    ]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fasttrain.kernels.gae import gae, gae_cpu
+from fasttrain.kernels.gae import GAE, gae
 
 
 def reference(rewards, values, last_values, final_values, terminated, truncated, gamma, lam):
@@ -44,13 +44,13 @@ def random_case(T, N, seed, p_end=0.15):
     return rewards, values, last_values, final_values, terminated, truncated
 
 
-@pytest.mark.parametrize("fn", [gae, gae_cpu], ids=["python", "cpu"])
+@pytest.mark.parametrize("backend", ["python", "cpu"])
 @pytest.mark.parametrize("T,N,seed", [(1, 3, 0), (17, 9, 1), (64, 32, 2)])
-def test_gae_matches_reference(fn, T, N, seed):
+def test_gae_matches_reference(backend, T, N, seed):
     case = random_case(T, N, seed)
     adv = np.zeros((T, N), np.float32)
     ret = np.zeros((T, N), np.float32)
-    fn(*case, 0.97, 0.9, adv, ret)
+    GAE(backend, *case, 0.97, 0.9, adv, ret)
     want_adv, want_ret = reference(*case, 0.97, 0.9)
     assert case[4].any() and (case[5].any() or T == 1)
     np.testing.assert_allclose(adv, want_adv, rtol=1e-5, atol=1e-5)
@@ -67,7 +67,7 @@ def test_truncation_bootstraps_from_final_value_and_termination_from_zero():
     last = np.array([4.0], np.float32)
     adv = np.zeros((3, 1), np.float32)
     ret = np.zeros((3, 1), np.float32)
-    gae_cpu(rewards, values, last, final_values, terminated, truncated, 0.5, 1.0, adv, ret)
+    GAE("cpu", rewards, values, last, final_values, terminated, truncated, 0.5, 1.0, adv, ret)
     assert adv[2, 0] == pytest.approx(3.0 + 0.5 * 4.0 - 0.125)
     assert adv[1, 0] == pytest.approx(2.0 - 0.25)  # terminal: no bootstrap, trace cut
     assert adv[0, 0] == pytest.approx(1.0 + 0.5 * 10.0 - 0.5)  # final_obs value, trace cut
@@ -77,5 +77,21 @@ def test_compiled_equals_python_bit_for_bit():
     case = random_case(33, 16, 7)
     out = [np.zeros((33, 16), np.float32) for _ in range(4)]
     gae(*case, 0.99, 0.95, out[0], out[1])
-    gae_cpu(*case, 0.99, 0.95, out[2], out[3])
+    GAE.bind("cpu", (*case, 0.99, 0.95, out[2], out[3]))()
     assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
+
+
+def test_a_bound_kernel_reads_its_buffers_at_each_launch():
+    """``bind`` converts the arguments once; every launch sees what is in the buffers then."""
+    case = random_case(12, 5, 3)
+    adv, ret = np.zeros((12, 5), np.float32), np.zeros((12, 5), np.float32)
+    bound = GAE.bind("cpu", (*case, 0.99, 0.95, adv, ret))
+    assert bound.num_columns == 5
+    bound()
+    first = adv.copy()
+    case[0][...] = random_case(12, 5, 4)[0]  # new rewards written in place, as a rollout does
+    bound(stream=0)
+    want_adv, want_ret = np.zeros_like(adv), np.zeros_like(ret)
+    gae(*case, 0.99, 0.95, want_adv, want_ret)
+    assert not np.array_equal(first, adv)
+    assert np.array_equal(adv, want_adv) and np.array_equal(ret, want_ret)

@@ -13,19 +13,118 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-import fasttrain
-from fasttrain.config import Config, ConfigError, DQNConfig
-from fasttrain.policy import make_q_network
-from fasttrain.ppo import Timers, load_env_state, maybe_compile, measure_training, start_run
-
-__all__ = ["DQNConfig", "ReplayBuffer", "Trainer", "nstep_returns", "benchmark_training"]
+from fasttrain.errors import ConfigError
+from fasttrain.learners.common import TrainerBase, maybe_compile
+from fasttrain.models import make_q_network
 
 PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
+
+# ------------------------------------------------------------------------------- CONFIG
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    total_timesteps: int = 500_000
+    """environment steps to train for (--steps)"""
+    num_envs: int = 128
+    """parallel environments"""
+    num_steps: int = 64
+    """vectorised steps per iteration (the unit of logging and run.checkpoint_interval)"""
+    buffer_size: int = 100_000
+    """replay capacity in transitions (rounded down to whole steps of num_envs envs)"""
+    learning_starts: int = 10_000
+    """environment steps of random-ish acting before the first update"""
+    train_frequency: int = 4
+    """vectorised steps between updates (each adds num_envs transitions; divides num_steps)"""
+    gradient_steps: int = 1
+    """gradient steps per update"""
+    batch_size: int = 256
+    """transitions sampled per gradient step"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate"""
+    gamma: float = 0.99
+    """discount factor"""
+    target_network_frequency: int = 10_000
+    """environment steps between target network updates"""
+    tau: float = 1.0
+    """target update rate (1: copy the online network)"""
+    start_e: float = 1.0
+    """exploration epsilon at the start"""
+    end_e: float = 0.05
+    """exploration epsilon at the end of the schedule"""
+    exploration_fraction: float = 0.5
+    """fraction of total_timesteps over which epsilon decays linearly from start_e to end_e"""
+    n_step: int = 1
+    """n-step returns (cut at episode ends; truncation bootstraps from the final observation)"""
+    double_q: bool = False
+    """Double DQN: the online network picks the next action, the target network values it"""
+    dueling: bool = False
+    """dueling heads: Q = V + A - mean(A)"""
+    prioritized: bool = False
+    """prioritized replay, proportional to |TD error|^prio_alpha"""
+    prio_alpha: float = 0.6
+    """priority exponent"""
+    prio_beta: float = 0.4
+    """importance-sampling exponent at the start, annealed linearly to 1"""
+    loss: str = "mse"
+    """huber | mse: TD loss"""
+    max_grad_norm: float = 10.0
+    """gradient norm clipping"""
+
+
+def validate(dqn: DQNConfig, where: str = "dqn") -> None:
+    """Ranges and replay sizes of a DQN config; raise ConfigError with one line."""
+    positive = (
+        "total_timesteps",
+        "num_envs",
+        "num_steps",
+        "buffer_size",
+        "train_frequency",
+        "gradient_steps",
+        "batch_size",
+        "target_network_frequency",
+        "n_step",
+    )
+    for key in positive:
+        if getattr(dqn, key) < 1:
+            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(dqn, key)}")
+    if dqn.learning_starts < 0:
+        raise ConfigError(f"{where}.learning_starts must be >= 0, got {dqn.learning_starts}")
+    if dqn.num_steps % dqn.train_frequency:
+        raise ConfigError(
+            f"{where}.num_steps = {dqn.num_steps} is not a multiple of "
+            f"train_frequency = {dqn.train_frequency}"
+        )
+    if dqn.buffer_size < dqn.num_envs * dqn.n_step:
+        need = dqn.num_envs * dqn.n_step
+        raise ConfigError(
+            f"{where}.buffer_size = {dqn.buffer_size} must hold n_step = {dqn.n_step} "
+            f"steps of num_envs = {dqn.num_envs} envs (>= {need})"
+        )
+    if dqn.learning_starts >= dqn.total_timesteps:
+        raise ConfigError(
+            f"{where}.learning_starts = {dqn.learning_starts} >= total_timesteps = "
+            f"{dqn.total_timesteps}: no update would ever run"
+        )
+    for key in ("gamma", "start_e", "end_e", "exploration_fraction", "prio_beta"):
+        if not 0.0 <= getattr(dqn, key) <= 1.0:
+            raise ConfigError(f"{where}.{key} must be in [0, 1], got {getattr(dqn, key)}")
+    if not 0.0 < dqn.tau <= 1.0:
+        raise ConfigError(f"{where}.tau must be in (0, 1], got {dqn.tau}")
+    for key in ("learning_rate", "max_grad_norm"):
+        if getattr(dqn, key) <= 0:
+            raise ConfigError(f"{where}.{key} must be > 0, got {getattr(dqn, key)}")
+    if dqn.prio_alpha < 0:
+        raise ConfigError(f"{where}.prio_alpha must be >= 0, got {dqn.prio_alpha}")
+
+
+# ------------------------------------------------------------------------------- REPLAY
 
 
 def linear_schedule(start: float, end: float, duration: float, t: int) -> float:
@@ -64,8 +163,17 @@ class ReplayBuffer:
     oldest slot. Sampling draws (slot, env) pairs whose n-step window is complete.
     """
 
-    def __init__(self, num_slots: int, num_envs: int, obs_shape, obs_dtype, device, n_step=1,
-                 prioritized=False, prio_alpha=0.6):  # fmt: skip
+    def __init__(
+        self,
+        num_slots: int,
+        num_envs: int,
+        obs_shape,
+        obs_dtype,
+        device,
+        n_step=1,
+        prioritized=False,
+        prio_alpha=0.6,
+    ):
         S, N = num_slots, num_envs
         self.num_slots, self.num_envs, self.n_step = S, N, n_step
         self.prioritized, self.prio_alpha = prioritized, prio_alpha
@@ -78,8 +186,9 @@ class ReplayBuffer:
         self.terminated = torch.zeros((S, N), dtype=torch.bool, device=device)
         self.truncated = torch.zeros((S, N), dtype=torch.bool, device=device)
         # priorities ** alpha per transition; 0 where no transition is stored
-        self.priorities = torch.zeros((S, N) if prioritized else (0,), dtype=torch.float32,
-                                      device=device)  # fmt: skip
+        self.priorities = torch.zeros(
+            (S, N) if prioritized else (0,), dtype=torch.float32, device=device
+        )
         self.max_priority = torch.ones((), device=device)
         self.window = torch.arange(n_step, device=device)
         self.pos = 0
@@ -137,8 +246,11 @@ class ReplayBuffer:
         window = (slots[:, None] + self.window) % S  # (B, n)
         rows = envs[:, None]
         returns, discount, last, ended = nstep_returns(
-            self.rewards[window, rows], self.terminated[window, rows], self.truncated[window, rows],
-            gamma)  # fmt: skip
+            self.rewards[window, rows],
+            self.terminated[window, rows],
+            self.truncated[window, rows],
+            gamma,
+        )
         last_slot = window.gather(1, last[:, None])[:, 0]
         # next obs: final_obs[last] where the episode ended, else obs[last + 1]
         next_index = torch.where(ended, S * N + last_slot * N, ((last_slot + 1) % S) * N) + envs
@@ -148,8 +260,12 @@ class ReplayBuffer:
     def state_dict(self) -> dict:
         names = ("frames", "actions", "rewards", "terminated", "truncated", "priorities")
         state = {name: getattr(self, name).cpu().clone() for name in names}
-        return {**state, "max_priority": self.max_priority.cpu(), "pos": self.pos,
-                "count": self.count}  # fmt: skip
+        return {
+            **state,
+            "max_priority": self.max_priority.cpu(),
+            "pos": self.pos,
+            "count": self.count,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for name in ("frames", "actions", "rewards", "terminated", "truncated", "priorities"):
@@ -161,36 +277,46 @@ class ReplayBuffer:
         self.pos, self.count = state["pos"], state["count"]
 
 
-class Trainer:
+class Trainer(TrainerBase):
     """Holds the environment, Q-networks, optimizer and replay buffer of one DQN run.
 
     One iteration is ``num_steps`` vectorised env steps with ``gradient_steps`` updates after
     every ``train_frequency`` of them (once ``learning_starts`` env steps have been taken).
     """
 
-    def __init__(self, config: Config, warn=print):
-        self.config = config
+    def __init__(self, config, warn=print):
         self.args = args = config.learner("dqn")
-        run = config.run
-        self.device, self.generator, self.env, self.amp_dtype, self.scaler = start_run(
-            config, args.num_envs
-        )
+        super().__init__(config, args.num_envs)
         env = self.env
-        self.q_network = make_q_network(env.obs_shape, env.obs_dtype, env.num_actions,
-                                        config.model, self.device, args.dueling)  # fmt: skip
+        self.q_network = make_q_network(
+            env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device, args.dueling
+        )
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=args.learning_rate)
         self.batch_size = args.batch_size
         self.steps_per_iteration = args.num_envs * args.num_steps
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
-        self.iteration = 0
-        self.global_step = 0
-        self.buffer = ReplayBuffer(args.buffer_size // args.num_envs + 1, args.num_envs,
-                                   env.obs_shape, env.obs_dtype, self.device, args.n_step,
-                                   args.prioritized, args.prio_alpha)  # fmt: skip
+        self.buffer = ReplayBuffer(
+            args.buffer_size // args.num_envs + 1,
+            args.num_envs,
+            env.obs_shape,
+            env.obs_dtype,
+            self.device,
+            args.n_step,
+            args.prioritized,
+            args.prio_alpha,
+        )
         self.buffer.obs[0].copy_(env.obs)
-        self.act_network = maybe_compile(self.q_network, run.compile, self.buffer.obs[0], warn)
-        self.timers = Timers()
+        self.act_network = maybe_compile(
+            self.q_network, config.run.compile, self.buffer.obs[0], warn
+        )
+
+    def describe(self) -> str:
+        args = self.args
+        return (
+            f"{args.num_envs} envs x {args.num_steps} steps per iteration | replay "
+            f"{args.buffer_size:,}, batch {self.batch_size}"
+        )
 
     # --------------------------------------------------------------------------- ROLLOUT
 
@@ -206,8 +332,9 @@ class Trainer:
         t0 = time.perf_counter()
         with torch.inference_mode():
             epsilon = self.epsilon()
-            random_actions = torch.randint(0, env.num_actions, (N,), generator=self.generator,
-                                           device=self.device)  # fmt: skip
+            random_actions = torch.randint(
+                0, env.num_actions, (N,), generator=self.generator, device=self.device
+            )
             if epsilon < 1.0:
                 greedy = self.act_network(buffer.obs[pos]).argmax(dim=1)
                 explore = torch.rand(N, generator=self.generator, device=self.device) < epsilon
@@ -217,8 +344,12 @@ class Trainer:
             buffer.actions[pos] = action
         t1 = time.perf_counter()
         # actions are in range by construction: skip the check that costs a host sync on cuda
-        env.step(buffer.actions[pos], obs_out=buffer.obs[nxt], final_obs_out=buffer.final_obs[pos],
-                 check=False)  # fmt: skip
+        env.step(
+            buffer.actions[pos],
+            obs_out=buffer.obs[nxt],
+            final_obs_out=buffer.final_obs[pos],
+            check=False,
+        )
         buffer.rewards[pos] = env.rewards
         buffer.terminated[pos] = env.terminated
         buffer.truncated[pos] = env.truncated
@@ -244,12 +375,12 @@ class Trainer:
         """One gradient step on a sampled batch; returns ``[td_loss, mean q]`` (no host sync)."""
         args, buffer = self.args, self.buffer
         beta = args.prio_beta + (1.0 - args.prio_beta) * min(
-            1.0, self.global_step / args.total_timesteps)  # fmt: skip
+            1.0, self.global_step / args.total_timesteps
+        )
         slots, envs, weights = buffer.sample(args.batch_size, self.generator, beta)
         obs, actions, returns, discount, next_obs = buffer.gather(slots, envs, args.gamma)
         target = self.td_target(returns, discount, next_obs)
-        with torch.autocast(self.device.type, self.amp_dtype or torch.float32,
-                            enabled=self.amp_dtype is not None):  # fmt: skip
+        with self.ctx.autocast():
             q_all = self.q_network(obs)
         q = q_all.float().gather(1, actions[:, None])[:, 0]
         if args.loss == "huber":
@@ -258,18 +389,9 @@ class Trainer:
             elementwise = F.mse_loss(q, target, reduction="none")
         loss = elementwise.mean() if weights is None else (weights * elementwise).mean()
 
-        self.optimizer.zero_grad(set_to_none=True)
-        params = self.q_network.parameters()
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-            self.optimizer.step()
+        self.ctx.optimizer_step(
+            self.optimizer, loss, self.q_network.parameters(), args.max_grad_norm
+        )
         if weights is not None:
             buffer.update_priorities(slots, envs, (q - target).detach())
         return torch.stack([loss.detach(), q.detach().mean()])
@@ -306,44 +428,51 @@ class Trainer:
             self.timers.learn += time.perf_counter() - t0
         self.iteration += 1
         td_loss, q_values = (totals / max(updates, 1)).tolist() if updates else (np.nan, np.nan)
-        return {"losses/td_loss": td_loss, "losses/q_values": q_values,
-                "charts/epsilon": self.epsilon()}  # fmt: skip
+        return {
+            "losses/td_loss": td_loss,
+            "losses/q_values": q_values,
+            "charts/epsilon": self.epsilon(),
+        }
 
     # --------------------------------------------------------------------------- STATE
 
     def state_dict(self) -> dict:
         """Everything needed to continue bit for bit, the replay buffer included."""
         return {
-            "global_step": self.global_step,
-            "iteration": self.iteration,
+            **self.base_state(),
             "model": self.q_network.state_dict(),
             "target_model": self.target_network.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "env": self.env.core.state_dict(),
-            "device": self.device.type,
             "replay": self.buffer.state_dict(),
-            "generator": self.generator.get_state(),
-            "torch_rng": torch.get_rng_state(),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        self.check_state(state)  # nothing changes on a mismatch
         if "replay" not in state:
-            raise ConfigError("checkpoint holds no DQN replay buffer (was it trained with ppo?)")
-        load_env_state(self, state)  # checked first: nothing changes on a mismatch
-        self.global_step = state["global_step"]
-        self.iteration = state["iteration"]
+            raise ConfigError("checkpoint holds no DQN replay buffer")
+        self.load_base_state(state)
         self.q_network.load_state_dict(state["model"])
         self.target_network.load_state_dict(state["target_model"])
-        self.optimizer.load_state_dict(state["optimizer"])
         self.buffer.load_state_dict(state["replay"])
-        self.generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
+
+
+def actor(config, obs_shape, obs_dtype, num_actions: int, model_state: dict):
+    """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval)."""
+    dueling = config.learner("dqn").dueling
+    q_network = make_q_network(obs_shape, obs_dtype, num_actions, config.model, dueling=dueling)
+    q_network.load_state_dict(model_state)
+    q_network.eval()
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return q_network(obs).argmax(dim=1)
+
+    return act
 
 
 # ------------------------------------------------------------------------------- BENCHMARK
 
 
-def learner_ceiling(trainer: Trainer, updates: int = 8) -> float:
+def ceiling(trainer: Trainer, updates: int = 8) -> float:
     """env-steps/s the updates alone would allow (sampling, forward, backward, optimizer step)."""
     args = trainer.args
     trainer.update()
@@ -354,15 +483,3 @@ def learner_ceiling(trainer: Trainer, updates: int = 8) -> float:
     # each update round of gradient_steps updates follows num_envs * train_frequency env steps
     steps_per_update = args.num_envs * args.train_frequency / args.gradient_steps
     return steps_per_update / seconds_per_update
-
-
-def benchmark_training(game: str, device: str = "cpu", iterations: int = 3,
-                       num_envs: int | None = None, seed: int = 0) -> dict:  # fmt: skip
-    """End-to-end DQN SPS with the game's default config (updates from the first iteration on)."""
-    dqn = {"learning_starts": 0}
-    if num_envs is not None:
-        dqn["num_envs"] = num_envs
-    overrides = {"game": {"name": game, game: {"dqn": dqn}},
-                 "run": {"algo": "dqn", "device": device, "seed": seed}}  # fmt: skip
-    config = fasttrain.config.load(overrides=overrides)
-    return measure_training(Trainer(config, warn=lambda *_: None), iterations, learner_ceiling)

@@ -1,4 +1,10 @@
-"""Actor-critic and Q-networks on an MLP (vectors) or a small CNN (grids), orthogonal init."""
+"""Actor-critic and Q-networks on an MLP (vectors) or a small CNN (grids), orthogonal init.
+
+Policies share one interface, ready for memory: ``initial_state(n)`` gives the state of ``n``
+fresh rows and ``forward(obs, state, episode_starts)`` returns ``(logits, values, state)``.
+Feed-forward policies carry ``None`` as their state; a recurrent core zeroes a row's state
+exactly where ``episode_starts`` is true.
+"""
 
 from __future__ import annotations
 
@@ -33,10 +39,16 @@ class ActorCritic(nn.Module):
         x = torch.log1p(obs.float()) if self.uint8_input else obs.float()
         return self.torso(x)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits ``(B, num_actions)`` and values ``(B,)``."""
+    is_recurrent = False  # feed-forward: no state between steps
+
+    def initial_state(self, num_rows: int):
+        """The state of ``num_rows`` fresh rows: ``None`` for a feed-forward policy."""
+        return None
+
+    def forward(self, obs: torch.Tensor, state=None, episode_starts=None):
+        """Logits ``(B, num_actions)``, values ``(B,)`` and the next state (``state`` as given)."""
         hidden = self.features(obs)
-        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+        return self.actor(hidden), self.critic(hidden).squeeze(-1), state
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.features(obs)).squeeze(-1)
@@ -45,8 +57,14 @@ class ActorCritic(nn.Module):
 class QNetwork(nn.Module):
     """Q-values ``(B, num_actions)`` from a torso; ``dueling`` splits value and advantage heads."""
 
-    def __init__(self, torso: nn.Module, torso_dim: int, num_actions: int, uint8_input: bool,
-                 dueling: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        torso: nn.Module,
+        torso_dim: int,
+        num_actions: int,
+        uint8_input: bool,
+        dueling: bool = False,
+    ):
         super().__init__()
         self.torso = torso
         self.head = layer_init(nn.Linear(torso_dim, num_actions), std=1.0)
@@ -104,8 +122,9 @@ def make_policy(obs_shape, obs_dtype, num_actions: int, model, device="cpu") -> 
     return ActorCritic(torso, model.hidden, num_actions, uint8_input).to(device)
 
 
-def make_q_network(obs_shape, obs_dtype, num_actions: int, model, device="cpu",
-                   dueling: bool = False) -> QNetwork:  # fmt: skip
+def make_q_network(
+    obs_shape, obs_dtype, num_actions: int, model, device="cpu", dueling: bool = False
+) -> QNetwork:
     """The Q-network of the ``[model]`` config (see ``make_torso``)."""
     uint8_input = obs_dtype in (torch.uint8, np.uint8)
     torso = make_torso(obs_shape, model, device)

@@ -1,0 +1,124 @@
+"""``fasttrain bench``: throughput of games, training, a per-step baseline and peers, in one run.
+
+Every figure is the median of ``repeats`` timed runs after a warm-up (min and max go in the
+JSON). Rows, by ``kind``:
+
+- ``env``: env-steps/s of ``VecEnv.step`` with random actions drawn beforehand, per game, backend
+  (``python`` reference, ``cpu``, ``cuda`` when used) and ``num_envs``. Compilation happens before
+  timing; it is measured on its own as time to first step in fresh subprocesses, with an empty
+  cache (cold) and then the filled one (warm).
+- ``baseline``: one env on the ``python`` backend with a per-step torch MLP forward, a tensor
+  made from a copy of the observation and ``action.item()``: the loop of the trainers fasttrain
+  replaces. Every fasttrain row shows its speedup over this row of the same game.
+- ``train`` and ``ceiling``: SPS with the default config and the learner-only ceiling of every
+  learner in ``fasttrain.learners.LEARNERS``, from ``fasttrain.bench.training.benchmark_training``
+  (``algo`` in the JSON; skipped with a note when it fails).
+- ``peer``: Gymnasium's CartPole sync vector env and Stable-Baselines3 PPO on CartPole, when
+  installed.
+
+``plan`` checks the options and fixes what to measure, ``stages`` measures, ``report`` prints
+and writes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from fasttrain.bench.plan import make_plan, parse_num_envs
+from fasttrain.bench.report import machine_info, report
+from fasttrain.bench.stages import run_stages, time_repeats
+
+__all__ = ["bench", "parse_num_envs", "time_repeats"]
+
+
+@click.command()
+@click.option(
+    "--game",
+    "game_names",
+    multiple=True,
+    type=click.UNPROCESSED,
+    help="Game to measure (repeatable; default: every registered game).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda", "auto"]),
+    default="auto",
+    show_default=True,
+    help="Device for training; cuda also adds cuda env rows.",
+)
+@click.option(
+    "--num-envs",
+    "num_envs",
+    callback=parse_num_envs,
+    default=None,
+    help="Comma-separated num_envs sweep for every backend (default: per backend).",
+)
+@click.option(
+    "--backend",
+    "backend_names",
+    multiple=True,
+    type=click.Choice(["python", "cpu", "cuda"]),
+    help="Backend for the env rows (repeatable; default: python, cpu, and cuda with "
+    "--device cuda).",
+)
+@click.option("--quick", is_flag=True, help="Short sweep and timings (under 2 minutes).")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write every figure and the machine to this JSON file.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG of env-steps/s against num_envs (needs the plot extra).",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Numba and torch threads (default: every core Numba sees).",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Timed repeats per figure (default 5, quick 3).",
+)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds per timed repeat (default 1, quick 0.25).",
+)
+@click.option(
+    "--train-iterations",
+    type=click.IntRange(min=1),
+    default=None,
+    hidden=True,
+    help="Iterations per training call of each learner (default 10, quick 1).",
+)
+@click.option(
+    "--train-num-envs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="num_envs for the training rows instead of the game's default config.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+def bench(**options):
+    """Measure env-steps/s, PPO SPS, a per-step baseline and peers, and print a table."""
+    import numba
+    import torch
+
+    plan = make_plan(**options)  # every check happens here, before anything is measured
+    numba.set_num_threads(plan.threads)
+    torch.set_num_threads(plan.threads)
+    started = time.perf_counter()
+    machine = machine_info(plan.threads)
+    results = run_stages(plan)
+    report(plan, results, machine, started)

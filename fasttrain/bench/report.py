@@ -1,0 +1,302 @@
+"""What ``fasttrain bench`` prints and writes: rows, speedups, tables, machine, JSON, plot."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from fasttrain.bench.plan import Plan
+
+NUMERIC_COLUMNS = ("num_envs", "SPS median", "min", "max", "speedup", "cold s", "warm s")
+
+
+@dataclass
+class Results:
+    """What the stages measured, in order: result rows, compile times, and what was skipped."""
+
+    rows: list[dict] = field(default_factory=list)  # make_row dicts
+    compiles: list[dict] = field(default_factory=list)  # game, backend, cold/warm figures
+    skipped: list[dict] = field(default_factory=list)  # what, reason
+
+    def skip(self, what: str, reason: str) -> None:
+        """Record a figure left out and say so at once on stderr."""
+        self.skipped.append({"what": what, "reason": reason})
+        click.echo(f"  skipped {what}: {reason}", err=True)
+
+
+def make_row(game, kind, backend, num_envs, sps, note="", **extra) -> dict:
+    """A result row: median, min and max of the per-repeat figures."""
+    return {
+        "game": game,
+        "kind": kind,
+        "backend": backend,
+        "num_envs": int(num_envs),
+        "sps_median": float(statistics.median(sps)),
+        "sps_min": float(min(sps)),
+        "sps_max": float(max(sps)),
+        "repeats": len(sps),
+        "speedup_vs_baseline": None,
+        "note": note,
+        **extra,
+    }
+
+
+def gpu_memory_note(nbytes) -> str:
+    """``", 1.2 GiB GPU"`` for a byte count, or ``""`` when there is none (CPU runs)."""
+    return "" if nbytes is None else f", {nbytes / 2**30:.2f} GiB GPU"
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """Fill ``speedup_vs_baseline`` of fasttrain rows from the baseline row of their game."""
+    baseline = {r["game"]: r["sps_median"] for r in rows if r["kind"] == "baseline"}
+    for row in rows:
+        if row["kind"] in ("env", "train", "ceiling") and row["game"] in baseline:
+            row["speedup_vs_baseline"] = row["sps_median"] / baseline[row["game"]]
+
+
+def check_figures(rows: list[dict]) -> None:
+    """Fail in one line on a figure that is not positive and finite (a timing went wrong)."""
+    figures = ("sps_median", "sps_min", "sps_max")
+    bad = [r for r in rows if not all(math.isfinite(r[k]) and r[k] > 0 for k in figures)]
+    if bad:
+        raise click.ClickException(f"non-positive or non-finite figure in {bad[0]}")
+
+
+# ---------------------------------------------------------------- TABLES
+
+
+def human(x: float) -> str:
+    """1234567 -> '1.23M'."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def format_table(header: list[str], body: list[list[str]]) -> str:
+    """Left-aligned text columns, numbers right-aligned."""
+    widths = [max(len(str(r[k])) for r in [header, *body]) for k in range(len(header))]
+    lines = []
+    for row in [header, *body]:
+        cells = []
+        for cell, width, name in zip(row, widths, header, strict=True):
+            numeric = name in NUMERIC_COLUMNS
+            cells.append(str(cell).rjust(width) if numeric else str(cell).ljust(width))
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def results_table(rows: list[dict]) -> str:
+    """One line per result row: figures in k/M/G, speedup over the game's baseline."""
+    header = ["game", "kind", "backend", "num_envs", "SPS median", "min", "max", "speedup", "note"]
+    body = []
+    for r in rows:
+        speedup = r["speedup_vs_baseline"]
+        body.append(
+            [
+                r["game"],
+                r["kind"],
+                r["backend"],
+                r["num_envs"],
+                human(r["sps_median"]),
+                human(r["sps_min"]),
+                human(r["sps_max"]),
+                "" if speedup is None else f"{speedup:.1f}x",
+                r["note"],
+            ]
+        )
+    return format_table(header, body)
+
+
+def compile_table(compiles: list[dict]) -> str:
+    """One line per compiled game and backend: time to first step, cold and warm cache."""
+    header = ["game", "backend", "cold s", "warm s", "note"]
+    body = [
+        [
+            c["game"],
+            c["backend"],
+            f"{c['cold_first_step_s']:.2f}",
+            f"{c['warm_first_step_s']:.2f}",
+            f"time to first step after import (import {c['warm_import_s']:.2f} s)",
+        ]
+        for c in compiles
+    ]
+    return format_table(header, body)
+
+
+# ---------------------------------------------------------------- MACHINE
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, or None where the OS has none."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
+def machine_info(threads: int) -> dict:
+    """CPU, cores, GPU, library versions and thread counts of this run."""
+    import numba
+    import numpy
+    import torch
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None
+            )
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    versions = {
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "numba": numba.__version__,
+        "torch": torch.__version__,
+    }
+    for name in ("fasttrain", "gymnasium", "stable_baselines3", "matplotlib"):
+        try:
+            versions[name] = __import__(name).__version__
+        except (ImportError, AttributeError):
+            versions[name] = None
+    return {
+        "cpu": cpu or platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average_at_start": load_average(),
+        "gpu": gpu,
+        "platform": platform.platform(),
+        "versions": versions,
+        "threads": {
+            "numba": numba.get_num_threads(),
+            "torch": torch.get_num_threads(),
+            "requested": threads,
+        },
+    }
+
+
+# ---------------------------------------------------------------- FILES
+
+
+def write_atomic(path: str, suffix: str, write) -> None:
+    """``write(tmp)`` to a temp file in ``path``'s folder, then ``os.replace`` it onto ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".bench-", suffix=suffix, dir=folder)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_json(path: str, data: dict) -> None:
+    """``data`` as indented JSON, written atomically."""
+    write_atomic(
+        path, ".json.tmp", lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n")
+    )
+
+
+def write_plot(path: str, rows: list[dict], machine: dict) -> None:
+    """PNG of env-steps/s against num_envs, one line per game and backend, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    lines: dict[tuple, list] = {}
+    for r in rows:
+        if r["kind"] == "env" or (r["kind"] == "peer" and r["backend"] == "gymnasium-sync"):
+            lines.setdefault((r["game"], r["backend"]), []).append(r)
+    for (game, backend), points in sorted(lines.items()):
+        points.sort(key=lambda r: r["num_envs"])
+        x = [r["num_envs"] for r in points]
+        (line,) = ax.plot(
+            x, [r["sps_median"] for r in points], marker="o", label=f"{game} / {backend}"
+        )
+        if len(points) > 1:
+            ax.fill_between(
+                x,
+                [r["sps_min"] for r in points],
+                [r["sps_max"] for r in points],
+                alpha=0.15,
+                color=line.get_color(),
+            )
+    for r in rows:
+        if r["kind"] == "baseline":
+            ax.plot(
+                [1],
+                [r["sps_median"]],
+                marker="*",
+                markersize=12,
+                linestyle="none",
+                label=f"{r['game']} / baseline (per-step torch, 1 env)",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("num_envs")
+    ax.set_ylabel("env-steps per second (median)")
+    threads = machine["threads"]["numba"]
+    ax.set_title(
+        f"fasttrain bench: env-only throughput\n{machine['cpu']}, {threads} threads", fontsize=10
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        write_atomic(path, ".png.tmp", lambda tmp: fig.savefig(tmp, format="png"))
+    finally:
+        plt.close(fig)
+
+
+# ---------------------------------------------------------------- REPORT
+
+
+def report(plan: Plan, results: Results, machine: dict, started: float) -> None:
+    """Print the tables and notes; write the JSON and the plot when the plan names them."""
+    rows = results.rows
+    add_speedups(rows)
+    check_figures(rows)
+    click.echo(
+        f"\nfasttrain bench on {machine['cpu']} ({machine['cpu_count']} cores, "
+        f"{plan.threads} threads, GPU: {machine['gpu'] or 'none'}); "
+        f"median of {plan.repeats} x {plan.seconds:g} s"
+    )
+    click.echo(results_table(rows))
+    if results.compiles:
+        click.echo("\ncompile (single fresh-process runs)")
+        click.echo(compile_table(results.compiles))
+    for s in results.skipped:
+        click.echo(f"skipped {s['what']}: {s['reason']}")
+    elapsed = time.perf_counter() - started
+    machine["load_average_at_end"] = load_average()
+    load = machine["load_average_at_start"]
+    if load and load[0] > 0.5 * (machine["cpu_affinity"] or machine["cpu_count"] or 1):
+        click.echo(f"note: load average {load[0]:.1f} at start; other work shared the CPU")
+    click.echo(f"\ntotal {elapsed:.0f} s")
+    if plan.json_path:
+        data = {
+            "fasttrain_bench_version": 1,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "elapsed_s": elapsed,
+            "machine": machine,
+            "settings": plan.settings(),
+            "results": rows,
+            "compile": results.compiles,
+            "skipped": results.skipped,
+        }
+        write_json(plan.json_path, data)
+        click.echo(f"wrote {plan.json_path}")
+    if plan.plot_path:
+        write_plot(plan.plot_path, rows, machine)
+        click.echo(f"wrote {plan.plot_path}")

@@ -1,0 +1,361 @@
+"""What ``fasttrain bench`` measures, stage by stage, each filling ``Results``.
+
+Every figure is the median of ``repeats`` timed runs after a warm-up; compilation stays out of
+the timings and is measured on its own, in fresh subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import click
+
+from fasttrain.bench.plan import PYTHON_MAX_ENVS, Plan
+from fasttrain.bench.report import Results, gpu_memory_note, make_row
+
+ACTION_POOL_BYTES = 16 << 20  # random actions drawn beforehand and cycled, at most this much
+TRAIN_KEYS = ("sps", "time_env", "time_forward", "time_learn", "time_other", "ceiling_sps")
+
+# Time to first step of a fresh process; run with FASTTRAIN_CACHE_DIR set by the caller.
+_FIRST_STEP = r"""
+import json, sys, time
+start = time.perf_counter()
+import fasttrain
+imported = time.perf_counter()
+env = fasttrain.make(sys.argv[1], num_envs=int(sys.argv[3]), backend=sys.argv[2], seed=0)
+env.step(env.actions)  # the zeroed action buffer holds valid actions
+env.synchronize()
+print(json.dumps({"import_s": imported - start, "first_step_s": time.perf_counter() - imported}))
+"""
+
+
+def progress(text: str) -> None:
+    """Say on stderr what is being measured now."""
+    click.echo(f"bench: {text}", err=True)
+
+
+# ---------------------------------------------------------------- MEASURING
+
+
+def time_repeats(run, steps_per_call: int, repeats: int, seconds: float, sync=lambda: None):
+    """env-steps/s of ``repeats`` timed runs of about ``seconds`` each, after a warm-up.
+
+    ``run(n)`` makes ``n`` calls that each advance ``steps_per_call`` env-steps.
+    """
+    run(1)  # warm-up: first-call costs (caches, lazy allocation) stay out of the timings
+    sync()
+    calls, elapsed = 1, 0.0
+    while elapsed < seconds / 4:  # calibrate the number of calls per repeat
+        start = time.perf_counter()
+        run(calls)
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed < seconds / 4:
+            calls *= 2
+    per_repeat = max(1, round(calls * seconds / max(elapsed, 1e-9)))
+    sps = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(per_repeat)
+        sync()
+        sps.append(per_repeat * steps_per_call / (time.perf_counter() - start))
+    return sps
+
+
+def bench_env(game: str, backend: str, num_envs: int, repeats: int, seconds: float, seed=0):
+    """env-steps/s of ``VecEnv.step`` with pre-drawn random actions, and the env's buffer bytes.
+
+    The actions are in range by construction, so the step skips the host-side range check that
+    would cost a synchronisation per step on cuda (the CPU backends check inside the kernel).
+    """
+    import torch
+
+    import fasttrain
+
+    env = fasttrain.make(game, num_envs=num_envs, backend=backend, seed=seed)
+    rows = max(8, min(1024, ACTION_POOL_BYTES // (8 * num_envs)))
+    generator = torch.Generator().manual_seed(seed)
+    pool = torch.randint(0, env.num_actions, (rows, num_envs), generator=generator)
+    pool = pool.to(env.device)
+    cursor = [0]
+
+    def run(n):
+        i = cursor[0]
+        for _ in range(n):
+            env.step(pool[i], check=False)
+            i = (i + 1) % rows
+        cursor[0] = i
+
+    sps = time_repeats(run, num_envs, repeats, seconds, env.synchronize)
+    return sps, env.nbytes
+
+
+def baseline_policy(obs_shape, num_actions: int):
+    """The small MLP of the per-step baseline: Flatten, Linear(obs, 64), ReLU, Linear(64, A)."""
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Flatten(),
+        torch.nn.Linear(math.prod(obs_shape), 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, num_actions),
+    )
+
+
+def bench_baseline(game: str, repeats: int, seconds: float, seed=0):
+    """Steps/s of one python-backend env driven step by step, the way older trainers did."""
+    import numpy as np
+    import torch
+
+    import fasttrain
+
+    env = fasttrain.make(game, num_envs=1, backend="python", seed=seed)
+    policy = baseline_policy(env.obs_shape, env.num_actions)
+    state = {"obs": env.obs.numpy()}
+
+    def run(n):
+        obs = state["obs"]
+        for _ in range(n):
+            x = torch.as_tensor(obs.copy(), dtype=torch.float32)
+            with torch.no_grad():
+                logits = policy(x)
+            action = torch.distributions.Categorical(logits=logits).sample()
+            next_obs, reward, terminated, truncated = env.step(np.array([action.item()]))
+            reward.item(), terminated.item(), truncated.item()
+            obs = next_obs.numpy()
+        state["obs"] = obs
+
+    return time_repeats(run, 1, repeats, seconds)
+
+
+def bench_compile(game: str, backend: str, cache: str, threads: int) -> dict:
+    """Time to first step in a fresh process: cold (empty cache), then warm (cache filled)."""
+    environ = dict(os.environ, FASTTRAIN_CACHE_DIR=cache, NUMBA_NUM_THREADS=str(threads))
+    out = {}
+    for label in ("cold", "warm"):
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_STEP, game, backend, "8"],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"{label} subprocess failed: {tail}")
+        figures = json.loads(done.stdout.strip().splitlines()[-1])
+        out[f"{label}_first_step_s"] = figures["first_step_s"]
+        out[f"{label}_import_s"] = figures["import_s"]
+    return out
+
+
+def bench_train(
+    algo: str, game: str, device: str, iterations: int, repeats: int, num_envs=None, seed=0
+):
+    """Results of ``repeats`` calls of ``benchmark_training`` for ``algo`` (each warms up)."""
+    from fasttrain.bench.training import benchmark_training
+
+    results = []
+    for _ in range(repeats):
+        result = benchmark_training(algo, game, device, iterations, num_envs=num_envs, seed=seed)
+        missing = [key for key in TRAIN_KEYS if key not in result]
+        if missing:
+            raise KeyError(f"benchmark_training returned no {', '.join(missing)}")
+        results.append(result)
+    return results
+
+
+def bench_gymnasium(num_envs: int, repeats: int, seconds: float, seed=0):
+    """env-steps/s of Gymnasium's CartPole-v1 sync vector env with pre-drawn random actions."""
+    import gymnasium
+    import numpy as np
+
+    envs = gymnasium.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
+    envs.reset(seed=seed)
+    rows = max(8, min(1024, ACTION_POOL_BYTES // (8 * num_envs)))
+    pool = np.random.default_rng(seed).integers(0, 2, (rows, num_envs))
+    cursor = [0]
+
+    def run(n):
+        i = cursor[0]
+        for _ in range(n):
+            envs.step(pool[i])
+            i = (i + 1) % rows
+        cursor[0] = i
+
+    try:
+        return time_repeats(run, num_envs, repeats, seconds)
+    finally:
+        envs.close()
+
+
+def bench_sb3(n_steps: int, repeats: int, seed=0, n_envs=8):
+    """Steps/s of Stable-Baselines3 PPO (default MlpPolicy) on CartPole, one rollout+update each."""
+    import gymnasium
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    venv = DummyVecEnv([lambda: gymnasium.make("CartPole-v1") for _ in range(n_envs)])
+    model = PPO("MlpPolicy", venv, n_steps=n_steps, device="cpu", seed=seed, verbose=0)
+    batch = n_steps * n_envs
+    model.learn(batch)  # warm-up iteration
+    sps = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.learn(batch, reset_num_timesteps=False)
+        sps.append(batch / (time.perf_counter() - start))
+    venv.close()
+    return sps
+
+
+# ---------------------------------------------------------------- STAGES
+
+
+def compile_stage(plan: Plan, results: Results, cache: str) -> None:
+    """Compile time, cold then warm, in fresh processes sharing the new ``cache``."""
+    for game in plan.games:
+        for backend in [b for b in plan.backends if b != "python"]:
+            progress(f"{game} {backend}: compile time (cold and warm cache)")
+            try:
+                figures = bench_compile(game, backend, cache, plan.threads)
+                results.compiles.append({"game": game, "backend": backend, **figures})
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                results.skip(f"compile {game} {backend}", str(exc))
+
+
+def env_stage(plan: Plan, results: Results, game: str) -> None:
+    """env-only throughput of ``game`` over every backend and num_envs of the sweep."""
+    for backend in plan.backends:
+        for n in plan.sweep[backend]:
+            if backend == "python" and n > PYTHON_MAX_ENVS:
+                reason = f"the uncompiled reference runs at most {PYTHON_MAX_ENVS} envs here"
+                results.skip(f"env {game} python num_envs={n}", reason)
+                continue
+            progress(f"{game} {backend} num_envs={n}: env-steps/s")
+            sps, nbytes = bench_env(game, backend, n, plan.repeats, plan.seconds, plan.seed)
+            note = "random actions"
+            if backend == "cuda":
+                note += f", {nbytes / 2**20:,.0f} MiB of GPU buffers"
+            results.rows.append(make_row(game, "env", backend, n, sps, note, mem_bytes=nbytes))
+
+
+def baseline_stage(plan: Plan, results: Results, game: str) -> None:
+    """The per-step baseline of ``game``: the row every fasttrain speedup is measured against."""
+    progress(f"{game}: per-step baseline")
+    sps = bench_baseline(game, plan.repeats, plan.seconds, plan.seed)
+    note = "python backend, 1 env, per-step torch MLP, copy + .item()"
+    results.rows.append(make_row(game, "baseline", "python", 1, sps, note))
+
+
+def training_stage(plan: Plan, results: Results, game: str) -> None:
+    """End-to-end training and the learner-only ceiling of ``game``, per registered learner."""
+    from fasttrain.learners import LEARNERS
+
+    device = plan.device.type
+    for algo in LEARNERS:
+        progress(f"{game} {device}: {algo.upper()} training ({plan.train_iterations} iterations)")
+        what = f"train {game}" + ("" if algo == "ppo" else f" {algo}")  # PPO's name predates DQN
+        try:
+            runs = bench_train(
+                algo,
+                game,
+                device,
+                plan.train_iterations,
+                plan.train_repeats,
+                plan.train_num_envs,
+                plan.seed,
+            )
+        except ImportError as exc:
+            results.skip(what, f"benchmark_training for {algo} not available ({exc})")
+            continue
+        except Exception as exc:  # a broken trainer should not lose the other figures
+            results.skip(what, f"benchmark_training failed: {exc!r}")
+            continue
+        split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
+        train = make_row(
+            game,
+            "train",
+            device,
+            runs[0].get("num_envs", 0),
+            [r["sps"] for r in runs],
+            "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}".format(
+                algo,
+                *split.values(),
+                "" if plan.train_num_envs is None else " (num_envs set)",
+                gpu_memory_note(runs[0].get("gpu_mem_bytes")),
+            ),
+            algo=algo,
+            batch_size=runs[0].get("batch_size"),
+            gpu_mem_bytes=runs[0].get("gpu_mem_bytes"),
+            iterations=plan.train_iterations,
+            **split,
+        )
+        results.rows.append(train)
+        ceilings = [r["ceiling_sps"] for r in runs]
+        if not all(math.isfinite(c) for c in ceilings):  # NaN: a learner without a ceiling
+            continue
+        ceiling = make_row(game, "ceiling", device, train["num_envs"], ceilings, algo=algo)
+        fraction = train["sps_median"] / ceiling["sps_median"]
+        ceiling["fraction_reached"] = fraction
+        ceiling["note"] = f"{algo}: learner only; training reaches {fraction:.0%}"
+        results.rows.append(ceiling)
+
+
+def peer_stage(plan: Plan, results: Results) -> None:
+    """Gymnasium's sync vector env and Stable-Baselines3 PPO on CartPole, when installed."""
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError:
+        results.skip("peer gymnasium", "gymnasium is not installed (pip install 'fasttrain[gym]')")
+    else:
+        for n in plan.sweep["python"]:
+            progress(f"peer gymnasium CartPole-v1 sync num_envs={n}")
+            sps = bench_gymnasium(n, plan.repeats, plan.seconds, plan.seed)
+            note = "make_vec sync, random actions"
+            results.rows.append(make_row("CartPole-v1", "peer", "gymnasium-sync", n, sps, note))
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        results.skip(
+            "peer stable-baselines3",
+            "stable-baselines3 is not installed (pip install 'fasttrain[sb3]')",
+        )
+    else:
+        n_steps = plan.sb3_n_steps
+        progress(f"peer stable-baselines3 PPO CartPole-v1 (n_steps={n_steps})")
+        sps = bench_sb3(n_steps, plan.repeats, plan.seed)
+        note = f"PPO MlpPolicy, DummyVecEnv n_envs=8, n_steps={n_steps}"
+        results.rows.append(make_row("CartPole-v1", "peer", "sb3-ppo", 8, sps, note))
+
+
+def run_stages(plan: Plan) -> Results:
+    """Every stage of the plan in order: compile, then per game env, baseline and training,
+    then the peers. Compiled kernels go to a new cache, removed at the end."""
+    results = Results()
+    cache = tempfile.mkdtemp(prefix="fasttrain-bench-cache-")
+    previous_cache = os.environ.get("FASTTRAIN_CACHE_DIR")
+    try:
+        compile_stage(plan, results, cache)
+        # this process reuses the cache just filled, so no compile lands inside a timing
+        os.environ["FASTTRAIN_CACHE_DIR"] = cache
+        for game in plan.games:
+            env_stage(plan, results, game)
+            baseline_stage(plan, results, game)
+            training_stage(plan, results, game)
+        peer_stage(plan, results)
+    finally:
+        if previous_cache is None:
+            os.environ.pop("FASTTRAIN_CACHE_DIR", None)
+        else:
+            os.environ["FASTTRAIN_CACHE_DIR"] = previous_cache
+        shutil.rmtree(cache, ignore_errors=True)
+    return results

@@ -1,0 +1,62 @@
+"""Training throughput for ``fasttrain bench``: end-to-end SPS, its time split, and the learner-only
+ceiling, for any registered learner."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from fasttrain import config as cfg
+from fasttrain.learners import LEARNERS
+
+
+def benchmark_training(
+    algo: str,
+    game: str,
+    device: str = "cpu",
+    iterations: int = 3,
+    num_envs: int | None = None,
+    seed: int = 0,
+) -> dict:
+    """End-to-end SPS of learner ``algo`` on ``game`` with its default config, the time split
+    and the learner-only ceiling (the learner's ``bench`` settings applied)."""
+    learner = LEARNERS[algo]
+    settings = dict(learner.bench)
+    if num_envs is not None:
+        settings["num_envs"] = num_envs
+    overrides = {"game": {"name": game}, "run": {"algo": algo, "device": device, "seed": seed}}
+    if settings:
+        overrides[algo] = settings
+    config = cfg.build([("bench", overrides)])
+    return measure_training(
+        learner.trainer(config, warn=lambda *_: None), iterations, learner.ceiling
+    )
+
+
+def measure_training(trainer, iterations: int, ceiling=None) -> dict:
+    """Time ``iterations`` iterations after one warm-up; the split and ``ceiling(trainer)``."""
+    cuda = trainer.device.type == "cuda"
+    trainer.iterate()  # warm-up: compile and allocate outside the timing
+    trainer.timers.reset()
+    if cuda:
+        torch.cuda.synchronize(trainer.device)
+        torch.cuda.reset_peak_memory_stats(trainer.device)
+    start, step0 = time.perf_counter(), trainer.global_step
+    for _ in range(iterations):
+        trainer.iterate()
+    if cuda:
+        torch.cuda.synchronize(trainer.device)
+    elapsed = time.perf_counter() - start
+    split = trainer.timers.split()  # on cuda: host time per phase, a rough split
+    return {
+        "sps": (trainer.global_step - step0) / elapsed,
+        **{f"time_{k}": v for k, v in split.items()},
+        "ceiling_sps": ceiling(trainer) if ceiling else float("nan"),
+        "num_envs": trainer.args.num_envs,
+        "batch_size": trainer.batch_size,
+        # GPU memory: the env's buffers plus torch's peak (storage, model, activations)
+        "gpu_mem_bytes": trainer.env.nbytes + torch.cuda.max_memory_allocated(trainer.device)
+        if cuda
+        else None,
+    }

@@ -1,0 +1,91 @@
+"""The learner registry: the one place that lists learners.
+
+Config sections, CLI choices, the runner, checkpoint loading (``play``) and ``fasttrain bench``
+read ``LEARNERS``. Adding a learner is one file (its config dataclass and validation at the top,
+then its trainer read top to bottom) plus one ``register`` line below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fasttrain.learners import dqn, ppo
+
+
+@dataclass(frozen=True)
+class Learner:
+    """What the rest of fasttrain needs to know about one learner."""
+
+    name: str
+    """the ``run.algo`` value, the ``[name]`` config section and the ``--algo`` choice"""
+    config: type
+    """frozen dataclass of the ``[name]`` section; its field docstrings are the docs. It must
+    have ``total_timesteps`` and ``num_envs`` (set by ``--steps`` and ``--num-envs``)"""
+    validate: Callable
+    """``validate(section, where)``: raise ``ConfigError`` with one line on bad values"""
+    trainer: type
+    """``trainer(config, warn=print)``: a ``learners.common.TrainerBase`` with ``iterate()``"""
+    actor: Callable
+    """``actor(config, obs_shape, obs_dtype, num_actions, model_state) -> act(obs) -> actions``:
+    the greedy agent of a checkpoint, for ``play``"""
+    ceiling: Callable | None = None
+    """``ceiling(trainer) -> samples/s`` of the update alone, for ``fasttrain bench``"""
+    bench: dict = field(default_factory=dict)
+    """``[name]`` settings for bench's training rows (e.g. learn from the first iteration)"""
+    smoke: dict = field(default_factory=dict)
+    """``[name]`` settings of a seconds-long run on a small board (learner contract tests)"""
+
+
+LEARNERS: dict[str, Learner] = {}
+
+
+def register(learner: Learner, overwrite: bool = False) -> Learner:
+    """Add ``learner`` so config, CLI, runner, checkpoints and bench know it."""
+    if not isinstance(learner, Learner):
+        raise TypeError(f"register() takes a Learner, got {type(learner).__name__}")
+    if learner.name in LEARNERS and not overwrite:
+        raise ValueError(f"a learner named {learner.name!r} is already registered")
+    LEARNERS[learner.name] = learner
+    return learner
+
+
+def get(name: str) -> Learner:
+    """The learner ``name``; unknown names raise ``ValueError`` listing the valid ones."""
+    if name not in LEARNERS:
+        raise ValueError(f"unknown learner {name!r}; valid: {', '.join(LEARNERS)}")
+    return LEARNERS[name]
+
+
+register(
+    Learner(
+        "ppo",
+        ppo.PPOConfig,
+        ppo.validate,
+        ppo.Trainer,
+        ppo.actor,
+        ppo.ceiling,
+        smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
+    )
+)
+register(
+    Learner(
+        "dqn",
+        dqn.DQNConfig,
+        dqn.validate,
+        dqn.Trainer,
+        dqn.actor,
+        dqn.ceiling,
+        bench={"learning_starts": 0},  # the timed iterations include updates
+        smoke={
+            "num_envs": 8,
+            "num_steps": 8,
+            "buffer_size": 2048,
+            "learning_starts": 128,
+            "batch_size": 32,
+            "target_network_frequency": 256,
+            "start_e": 0.2,  # a constant epsilon: the schedule would stretch with total_timesteps
+            "end_e": 0.2,
+        },
+    )
+)

@@ -1,0 +1,350 @@
+"""PPO, CleanRL-style, reading the environment buffers without copies.
+
+The environment writes each step's observations straight into the rollout storage slot
+``obs[t + 1]`` (and final observations of ended episodes into ``final_obs[t]``), so the learner
+never gathers or copies experience. Truncated steps bootstrap from the value of ``final_obs``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from fasttrain.errors import ConfigError
+from fasttrain.kernels.gae import GAE
+from fasttrain.learners.common import TrainerBase, maybe_compile
+from fasttrain.models import make_policy
+
+# ------------------------------------------------------------------------------- CONFIG
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    total_timesteps: int = 5_000_000
+    """environment steps to train for (--steps)"""
+    num_envs: int = 256
+    """parallel environments"""
+    num_steps: int = 128
+    """steps per environment per rollout"""
+    learning_rate: float = 1e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly to 0 over total_timesteps"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE trace decay"""
+    num_minibatches: int = 8
+    """minibatches per epoch (batch = num_envs * num_steps must divide evenly)"""
+    update_epochs: int = 2
+    """passes over each batch"""
+    norm_adv: bool = True
+    """normalise advantages per minibatch"""
+    clip_coef: float = 0.2
+    """policy ratio clipping"""
+    clip_vloss: bool = True
+    """clip the value loss as in the PPO paper"""
+    ent_coef: float = 0.01
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """gradient norm clipping"""
+    target_kl: float = 0.0
+    """stop an update early when the approximate KL exceeds this (0: never)"""
+
+
+def validate(ppo: PPOConfig, where: str = "ppo") -> None:
+    """Ranges and sizes of a PPO config; raise ConfigError with one line."""
+    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+    for key in positive:
+        if getattr(ppo, key) < 1:
+            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(ppo, key)}")
+    batch = ppo.num_envs * ppo.num_steps
+    if batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"{where}: batch num_envs*num_steps = {batch} does not split into "
+            f"{where}.num_minibatches = {ppo.num_minibatches} equal minibatches"
+        )
+    for key in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(ppo, key) <= 1.0:
+            raise ConfigError(f"{where}.{key} must be in [0, 1], got {getattr(ppo, key)}")
+    for key in ("learning_rate", "clip_coef", "max_grad_norm"):
+        if getattr(ppo, key) <= 0:
+            raise ConfigError(f"{where}.{key} must be > 0, got {getattr(ppo, key)}")
+    for key in ("ent_coef", "vf_coef", "target_kl"):
+        if getattr(ppo, key) < 0:
+            raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
+
+
+# ------------------------------------------------------------------------------- SETUP
+
+
+class Trainer(TrainerBase):
+    """Holds the environment, network, optimizer and rollout storage of one PPO run."""
+
+    def __init__(self, config, warn=print):
+        self.args = args = config.learner("ppo")
+        super().__init__(config, args.num_envs)
+        env = self.env
+        self.policy = make_policy(
+            env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device
+        )
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=args.learning_rate, eps=1e-5)
+        self.batch_size = args.num_envs * args.num_steps
+        self.minibatch_size = self.batch_size // args.num_minibatches
+        self.num_iterations = max(1, args.total_timesteps // self.batch_size)
+
+        # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
+        T, N, dev = args.num_steps, args.num_envs, self.device
+        self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
+        self.final_obs = torch.zeros((T, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
+        self.actions = torch.zeros((T, N), dtype=torch.int64, device=dev)
+        self.logprobs = torch.zeros((T, N), device=dev)
+        self.values = torch.zeros((T, N), device=dev)
+        self.rewards = torch.zeros((T, N), device=dev)
+        self.final_values = torch.zeros((T, N), device=dev)  # value of final_obs[t] if truncated
+        self.advantages = torch.zeros((T, N), device=dev)
+        self.returns = torch.zeros((T, N), device=dev)
+        self.terminated = torch.zeros((T, N), dtype=torch.bool, device=dev)
+        self.truncated = torch.zeros((T, N), dtype=torch.bool, device=dev)
+        # episode_starts[t]: obs[t] is the first of an episode, so a recurrent state restarts
+        self.episode_starts = torch.ones((T + 1, N), dtype=torch.bool, device=dev)
+        self.last_values = torch.zeros(N, device=dev)
+        self.policy_state = self.policy.initial_state(N)  # None for feed-forward policies
+        self.obs[0].copy_(env.obs)
+        self.act_policy = maybe_compile(self.policy, config.run.compile, self.obs[0], warn)
+        # the advantage kernel's arguments are converted once; CPU tensors as NumPy views
+        gae_args = (
+            self.rewards,
+            self.values,
+            self.last_values,
+            self.final_values,
+            self.terminated,
+            self.truncated,
+            args.gamma,
+            args.gae_lambda,
+            self.advantages,
+            self.returns,
+        )
+        if self.ctx.device.backend == "cpu":
+            gae_args = tuple(a.numpy() if isinstance(a, torch.Tensor) else a for a in gae_args)
+        self.gae = GAE.bind(self.ctx.device.backend, gae_args)
+
+    # --------------------------------------------------------------------------- ROLLOUT
+
+    def rollout(self) -> None:
+        env, args, timers = self.env, self.args, self.timers
+        with torch.inference_mode():
+            for t in range(args.num_steps):
+                t0 = time.perf_counter()
+                logits, value, self.policy_state = self.act_policy(
+                    self.obs[t], self.policy_state, self.episode_starts[t]
+                )
+                gumbel = -torch.log(
+                    -torch.log(
+                        torch.rand(logits.shape, generator=self.generator, device=self.device)
+                    )
+                )
+                action = torch.argmax(logits + gumbel, dim=1)  # a sample of softmax(logits)
+                self.logprobs[t] = F.log_softmax(logits, dim=1).gather(1, action[:, None])[:, 0]
+                self.actions[t] = action
+                self.values[t] = value
+                t1 = time.perf_counter()
+                # actions come from an argmax over num_actions logits, so they are in range:
+                # skip the check that would cost a host sync per step on cuda
+                env.step(
+                    action, obs_out=self.obs[t + 1], final_obs_out=self.final_obs[t], check=False
+                )
+                self.rewards[t] = env.rewards
+                self.terminated[t] = env.terminated
+                self.truncated[t] = env.truncated
+                torch.logical_or(env.terminated, env.truncated, out=self.episode_starts[t + 1])
+                t2 = time.perf_counter()
+                timers.forward += t1 - t0
+                timers.env += t2 - t1
+        self.global_step += args.num_steps * args.num_envs
+
+    # --------------------------------------------------------------------------- ADVANTAGES
+
+    def compute_advantages(self) -> None:
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            self.last_values.copy_(
+                self.act_policy(self.obs[-1], self.policy_state, self.episode_starts[-1])[1]
+            )
+            self.final_values.zero_()
+            rows = self.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
+            if rows[0].numel():
+                self.final_values[rows] = self.policy.value(self.final_obs[rows])
+        stream = 0
+        if self.device.type == "cuda":  # launch on torch's stream, ordered with the learner
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+        self.gae(stream=stream)
+        self.timers.forward += time.perf_counter() - t0
+
+    # --------------------------------------------------------------------------- UPDATE
+
+    def minibatches(self):
+        """Index tensors into the flattened ``(num_steps * num_envs)`` batch, one per minibatch.
+
+        Feed-forward policies draw transitions at random; recurrent ones draw whole env
+        sequences (every step of ``num_envs / num_minibatches`` envs, time-major), so the loss
+        can replay each sequence's memory from its start.
+        """
+        args = self.args
+        if not self.policy.is_recurrent:
+            order = torch.randperm(self.batch_size, generator=self.generator, device=self.device)
+            for start in range(0, self.batch_size, self.minibatch_size):
+                yield order[start : start + self.minibatch_size]
+            return
+        envs = torch.randperm(args.num_envs, generator=self.generator, device=self.device)
+        per_minibatch = max(1, args.num_envs // args.num_minibatches)
+        steps = torch.arange(args.num_steps, device=self.device)[:, None] * args.num_envs
+        for start in range(0, args.num_envs, per_minibatch):
+            yield (steps + envs[None, start : start + per_minibatch]).reshape(-1)
+
+    def loss(self, mb) -> tuple[torch.Tensor, torch.Tensor]:
+        """PPO loss of minibatch ``mb`` and its stats ``[pg, v, entropy, approx_kl, clipfrac]``."""
+        args = self.args
+        with self.ctx.autocast():
+            logits, new_values, _ = self.policy(self.b_obs[mb])
+        logits, new_values = logits.float(), new_values.float()
+        log_probs = F.log_softmax(logits, dim=1)
+        new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
+        entropy = -(log_probs.exp() * log_probs).sum(1).mean()
+        log_ratio = new_logprob - self.b_logprobs[mb]
+        ratio = log_ratio.exp()
+        mb_adv = self.b_advantages[mb]
+        if args.norm_adv:
+            mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+        ).mean()
+        b_values, b_returns = self.b_values[mb], self.b_returns[mb]
+        if args.clip_vloss:
+            clipped = b_values + (new_values - b_values).clamp(-args.clip_coef, args.clip_coef)
+            v_loss = (
+                0.5 * torch.max((new_values - b_returns) ** 2, (clipped - b_returns) ** 2).mean()
+            )
+        else:
+            v_loss = 0.5 * ((new_values - b_returns) ** 2).mean()
+        loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
+        return loss, stats
+
+    def update(self) -> dict:
+        args = self.args
+        t0 = time.perf_counter()
+        if args.anneal_lr:
+            frac = 1.0 - self.iteration / self.num_iterations
+            self.optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+        # flat views of the rollout: b_ prefixes, as in CleanRL
+        self.b_obs = self.obs[:-1].reshape(self.batch_size, *self.env.obs_shape)
+        self.b_actions = self.actions.reshape(-1)
+        self.b_logprobs = self.logprobs.reshape(-1)
+        self.b_advantages = self.advantages.reshape(-1)
+        self.b_returns = self.returns.reshape(-1)
+        self.b_values = self.values.reshape(-1)
+        totals = torch.zeros(5, device=self.device)  # pg, v, entropy, approx_kl, clipfrac
+        updates = 0
+        for _epoch in range(args.update_epochs):
+            for mb in self.minibatches():
+                loss, stats = self.loss(mb)
+                self.ctx.optimizer_step(
+                    self.optimizer, loss, self.policy.parameters(), args.max_grad_norm
+                )
+                totals += stats
+                updates += 1
+            if args.target_kl > 0 and float(stats[3]) > args.target_kl:  # one sync per epoch
+                break
+        self.iteration += 1
+        self.timers.learn += time.perf_counter() - t0
+        means = (totals / updates).tolist()
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+        return {f"losses/{k}": v for k, v in zip(names, means, strict=True)}
+
+    def iterate(self) -> dict:
+        """One rollout, advantage pass and update; returns the update's losses."""
+        self.rollout()
+        self.compute_advantages()
+        losses = self.update()
+        # the next rollout starts where this one ended
+        self.obs[0].copy_(self.obs[-1])
+        self.episode_starts[0].copy_(self.episode_starts[-1])
+        return losses
+
+    # --------------------------------------------------------------------------- STATE
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit for bit."""
+        return {
+            **self.base_state(),
+            "model": self.policy.state_dict(),
+            "next_obs": self.obs[0].cpu().clone(),
+            "next_episode_starts": self.episode_starts[0].cpu().clone(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.check_state(state)  # nothing changes on a mismatch
+        self.load_base_state(state)
+        self.policy.load_state_dict(state["model"])
+        self.obs[0].copy_(state["next_obs"])
+        if "next_episode_starts" in state:
+            self.episode_starts[0].copy_(state["next_episode_starts"])
+
+
+def actor(config, obs_shape, obs_dtype, num_actions: int, model_state: dict):
+    """A greedy ``obs -> actions`` callable from trained weights (for play and eval)."""
+    policy = make_policy(obs_shape, obs_dtype, num_actions, config.model)
+    policy.load_state_dict(model_state)
+    policy.eval()
+    state = None
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        nonlocal state
+        with torch.inference_mode():
+            logits, _, state = policy(obs, state)
+            return logits.argmax(dim=1)
+
+    return act
+
+
+# ------------------------------------------------------------------------------- BENCHMARK
+
+
+def ceiling(trainer: Trainer, updates: int = 8) -> float:
+    """Samples/s of the update alone (forward, backward, optimizer step) on random data."""
+    args, env, device = trainer.args, trainer.env, trainer.device
+    shape = (trainer.minibatch_size, *env.obs_shape)
+    if env.obs_dtype == torch.uint8:
+        obs = torch.randint(0, 2, shape, dtype=torch.uint8, device=device)
+    else:
+        obs = torch.randn(shape, device=device)
+    actions = torch.randint(0, env.num_actions, (trainer.minibatch_size,), device=device)
+    returns = torch.randn(trainer.minibatch_size, device=device)
+
+    def one_update():
+        with trainer.ctx.autocast():
+            logits, values, _ = trainer.policy(obs)
+        log_probs = F.log_softmax(logits.float(), dim=1)
+        loss = (
+            -log_probs.gather(1, actions[:, None]).mean() + ((values.float() - returns) ** 2).mean()
+        )
+        trainer.ctx.optimizer_step(
+            trainer.optimizer, loss, trainer.policy.parameters(), args.max_grad_norm
+        )
+
+    one_update()
+    start = time.perf_counter()
+    for _ in range(updates):
+        one_update()
+    seconds_per_update = (time.perf_counter() - start) / updates
+    # a batch of minibatch_size * num_minibatches steps costs update_epochs * num_minibatches
+    return trainer.minibatch_size / (seconds_per_update * args.update_epochs)

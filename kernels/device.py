@@ -1,0 +1,91 @@
+"""GPU probes and conversions, shared by the cuda runtime, learner kernels and the device rule.
+
+A leaf: it imports only the standard library and NumPy at load time, and numba-cuda lazily, so
+asking whether a GPU is usable never compiles or allocates anything.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+INSTALL_HINT = "install the GPU extra with: pip install 'fasttrain[cuda]'"
+
+
+def simulator() -> bool:
+    """True when Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def cuda_problem() -> str | None:
+    """None when the cuda backend can run here (a GPU, or the simulator), else a one-line reason."""
+    try:
+        from numba import cuda
+    except ImportError:
+        return f"numba-cuda is not installed; {INSTALL_HINT}"
+    if simulator():
+        return None
+    if getattr(cuda, "implementation", None) != "NVIDIA":
+        return f"numba-cuda is not installed (numba's CUDA target is deprecated); {INSTALL_HINT}"
+    try:
+        if not cuda.is_available():
+            return (
+                "no CUDA GPU is visible (numba.cuda.is_available() is False): the cuda device "
+                f"needs an NVIDIA GPU and its driver; then {INSTALL_HINT}"
+            )
+    except Exception as exc:  # driver problems surface here
+        return f"CUDA is not usable: {exc}"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return f"CuPy is not installed; {INSTALL_HINT}"
+    return None
+
+
+def device_args(args) -> tuple:
+    """Kernel arguments with every array converted once to a Numba device array.
+
+    CuPy arrays and torch CUDA tensors (anything with ``__cuda_array_interface__``) become
+    ``DeviceNDArray`` views without a stream synchronisation; under the simulator NumPy arrays
+    are wrapped as its device arrays, since it would otherwise copy each one in and back out
+    around a launch and aliased views (``obs``, ``obs_flat``, ``obs_words``) would overwrite
+    each other. Scalars pass through.
+
+    Args:
+        args: kernel arguments: arrays (CuPy, torch CUDA, Numba device; NumPy under the
+            simulator) and scalars.
+
+    Returns:
+        The same arguments, arrays as Numba device arrays sharing the callers' memory.
+    """
+    if simulator():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        def convert(a):
+            return FakeCUDAArray(a) if isinstance(a, np.ndarray) else a
+
+    else:
+        from numba import cuda
+        from numba.cuda.cudadrv.devicearray import is_cuda_ndarray
+
+        def convert(a):
+            if cuda.is_cuda_array(a) and not is_cuda_ndarray(a):
+                return cuda.as_cuda_array(a, sync=False)
+            return a
+
+    return tuple(convert(a) for a in args)
+
+
+_STREAMS: dict[int, object] = {}  # raw cudaStream_t -> Numba stream, made once per pointer
+
+
+def numba_stream(pointer: int):
+    """A Numba stream for a raw ``cudaStream_t`` (0, the legacy default stream, stays 0)."""
+    if pointer == 0 or simulator():
+        return 0
+    if pointer not in _STREAMS:
+        from numba import cuda
+
+        _STREAMS[pointer] = cuda.external_stream(pointer)
+    return _STREAMS[pointer]
