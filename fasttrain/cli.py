@@ -7,9 +7,6 @@ import time
 
 import click
 
-from fasttrain.device import DEVICES
-from fasttrain.learners import LEARNERS
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fasttrain")
@@ -21,7 +18,9 @@ def main():
 @click.option(
     "--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]"
 )
-@click.option("--algo", type=click.Choice(list(LEARNERS)), default=None, help="Learning algorithm.")
+@click.option(
+    "--algo", default=None, help="Learning algorithm (see fasttrain.learners). [default: ppo]"
+)
 @click.option(
     "--steps",
     type=click.IntRange(min=1),
@@ -29,8 +28,8 @@ def main():
     help="Total environment steps (with --resume: the new total).",
 )
 @click.option("--num-envs", type=click.IntRange(min=1), default=None, help="Parallel environments.")
-@click.option("--device", type=click.Choice(DEVICES), default=None)
-@click.option("--seed", type=int, default=None)
+@click.option("--device", default=None, help="auto, cpu or cuda. [default: auto]")
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=None)
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
@@ -92,8 +91,8 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
         run_training(config, out=out, resume=resume)
     except cfg.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # the run saved its checkpoint first (see runner)
+        sys.exit(getattr(exc, "exit_code", 130))
 
 
 @main.command()
@@ -160,8 +159,12 @@ def play(game, policy, checkpoint, steps, fps, seed):
     game_params = {}
     if checkpoint:
         from fasttrain.checkpoint import load_agent
+        from fasttrain.errors import ConfigError
 
-        agent, game_params = load_agent(checkpoint, game)
+        try:
+            agent, game_params = load_agent(checkpoint, game)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
         act = agent
     env = fasttrain.make(game, num_envs=1, backend="cpu", seed=seed, **game_params)
     generator = torch.Generator().manual_seed(seed)
@@ -195,5 +198,14 @@ from fasttrain.bench import bench  # noqa: E402
 main.add_command(bench)
 
 
+def entry():
+    """The ``fasttrain`` command: ``main`` with a Ctrl-C during start-up ending in one line."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
 if __name__ == "__main__":
-    main()
+    entry()

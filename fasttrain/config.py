@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import math
 import os
 import sys
 import textwrap
@@ -53,7 +54,11 @@ class RunConfig:
     numba_threads: int = 0
     """Numba threads for the environments (0: one per core)"""
     checkpoint_interval: int = 100
-    """write checkpoint.pt every this many iterations (and always at the end and on Ctrl-C)"""
+    """write checkpoint.pt every this many iterations (and always at the end, on Ctrl-C and on
+    SIGTERM)"""
+    nan_patience: int = 20
+    """stop after this many optimizer updates in a row were skipped for a non-finite loss or
+    gradient (the last good checkpoint is kept)"""
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,9 @@ class ModelConfig:
 @dataclass(frozen=True)
 class LogConfig:
     interval_s: float = 5.0
-    """seconds between log lines"""
+    """seconds between log lines on the terminal"""
+    csv_every: int = 1
+    """write a metrics.csv row every this many iterations (rows do not depend on timing)"""
     progress: bool = True
     """show a progress bar when stdout is a terminal"""
 
@@ -270,6 +277,8 @@ def _check_value(where: str, default, value, valid=None):
         ok = isinstance(value, type(default))
     if not ok:
         raise ConfigError(f"{where} must be {type(default).__name__}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
     if valid and value not in valid:
         raise ConfigError(f"{where} must be one of {', '.join(valid)}; got {value!r}")
     return value
@@ -420,6 +429,10 @@ def load_toml(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not a text (UTF-8 TOML) file") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
 
 
 def load(path: str | os.PathLike | None = None, sets=(), overrides: dict | None = None) -> Config:
@@ -444,8 +457,20 @@ def validate(config: Config) -> None:
     for key in ("torch_threads", "numba_threads"):
         if getattr(config.run, key) < 0:
             raise ConfigError(f"run.{key} must be >= 0")
-    if config.run.checkpoint_interval < 1:
-        raise ConfigError("run.checkpoint_interval must be >= 1")
+    if not 0 <= config.run.seed < 2**64:
+        raise ConfigError(f"run.seed must be in [0, 2**64), got {config.run.seed}")
+    for key in ("checkpoint_interval", "nan_patience"):
+        if getattr(config.run, key) < 1:
+            raise ConfigError(f"run.{key} must be >= 1, got {getattr(config.run, key)}")
+    if config.log.csv_every < 1:
+        raise ConfigError(f"log.csv_every must be >= 1, got {config.log.csv_every}")
+    spec = games.get(config.game.name)
+    obs_shape = tuple(spec.obs_shape(config.game_params()))
+    if config.model.kind == "cnn" and len(obs_shape) != 3:
+        raise ConfigError(
+            f"model.kind = 'cnn' needs (C, H, W) observations; {config.game.name}'s are "
+            f"{obs_shape}: use model.kind = 'mlp' or 'auto'"
+        )
     if config.model.hidden < 1 or config.model.layers < 1 or config.model.channels < 1:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
     if config.log.interval_s <= 0:
@@ -470,7 +495,7 @@ def _table(lines: list, name: str, values: dict, docs: dict):
     width = max((len(f"{k} = {_toml_value(v)}") for k, v in values.items()), default=0)
     for key, value in values.items():
         text = f"{key} = {_toml_value(value)}"
-        doc = docs.get(key)
+        doc = " ".join(docs.get(key, "").split())  # a comment stays on its line
         lines.append(f"{text.ljust(width)}  # {doc}" if doc else text)
 
 

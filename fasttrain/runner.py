@@ -1,21 +1,34 @@
-"""A training run: its directory, log lines, metrics.csv, checkpoints, Ctrl-C and resume."""
+"""A training run: its directory, log lines, metrics.csv, checkpoints, signals and resume.
+
+A run never loses a good checkpoint: one process owns the run directory (a lock), every file is
+written atomically, SIGINT and SIGTERM stop the run at an iteration boundary with a checkpoint,
+and weights that are not finite are never saved. The same seed gives the same metrics.csv
+(all columns but time and SPS): rows are written every ``log.csv_every`` iterations.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
+import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import click
+import torch
 
 from fasttrain import checkpoint
-from fasttrain.config import CONFIG_HEADER, Config, ConfigError, to_toml
+from fasttrain import config as cfg
+from fasttrain.config import CONFIG_HEADER, Config, to_toml
+from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
+from fasttrain.rundir import RunLock, check_writable, write_atomic
 
-# The columns of a PPO run's metrics.csv; other algorithms put their own losses/... in the middle.
+# The columns of a PPO run's metrics.csv; other learners put their own losses/... in the middle.
 METRICS = (
     "global_step",
     "time_s",
@@ -29,6 +42,7 @@ METRICS = (
     "losses/entropy",
     "losses/approx_kl",
     "losses/clipfrac",
+    "losses/skipped_updates",
     "time/env",
     "time/forward",
     "time/learn",
@@ -44,124 +58,259 @@ SHORT = {
     "losses/td_loss": "td",
     "losses/q_values": "q",
     "charts/epsilon": "eps",
+    "losses/skipped_updates": "skipped",
 }
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
+NO_EPISODE = {"return": math.nan, "length": math.nan, "score": math.nan}
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run stopped on SIGINT or SIGTERM after saving; ``exit_code`` is 130 or 143."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = EXIT_CODES.get(signum, 130)
+
+
+class StopSignals:
+    """SIGINT and SIGTERM ask the run to stop at the next iteration boundary; a second one
+    stops at once (the last checkpoint stays as it was)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            raise KeyboardInterrupt  # asked twice: give up the iteration in flight
+        self.signum = signum
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in EXIT_CODES:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def default_out(config: Config) -> Path:
     return Path("runs") / f"{config.game.name}-{config.run.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def finite_weights(state: dict) -> bool:
+    """True when every floating-point network tensor in a trainer's state is finite."""
+    for key in ("model", "target_model"):
+        for tensor in state.get(key, {}).values():
+            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                return False
+    return True
+
+
+def json_safe(value):
+    """NaN and inf as null, so summary.json stays valid JSON."""
+    return value if not isinstance(value, float) or math.isfinite(value) else None
+
+
+def trim_metrics(path: Path, global_step: int) -> list[str] | None:
+    """Drop rows of ``path`` past ``global_step`` (a resume repeats them); returns the header."""
+    if not path.exists():
+        return None
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return None
+    header, body = rows[0], rows[1:]
+    kept = [row for row in body if row and int(float(row[0])) <= global_step]
+    if len(kept) != len(body):
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows([header, *kept])
+        write_atomic(path, text.getvalue())
+    return header
 
 
 def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
     """Train with ``config`` (any registered learner) into the run directory ``out``, or
     continue the run in ``resume``; returns the run summary."""
-    Trainer = LEARNERS[config.run.algo].trainer
+    out = Path(resume if resume is not None else out or default_out(config))
+    check_writable(out)
+    lock = RunLock(out)
+    try:
+        if out.exists():  # a live run is refused before any work
+            lock.acquire()
+        return _run(config, out, resume is not None, lock, echo)
+    finally:
+        lock.release()
 
-    state = None
-    if resume is not None:
-        out = Path(resume)
-        state = checkpoint.load(out)
-    else:
-        out = Path(out) if out else default_out(config)
-        if (out / checkpoint.FILENAME).exists():
-            raise ConfigError(
-                f"{out} already holds a run; continue it with --resume {out} "
-                "or choose another --out"
-            )
-    trainer = Trainer(config, warn=echo)  # every check and compile happens before any write
+
+def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
+    # ---- every check and compile happens before any write
+    state = checkpoint.load(out) if resuming else None
+    if state is not None:
+        checkpoint.check_identity(state, config)  # a foreign checkpoint fails before compiling
+        written = out / "config.toml"
+        if written.exists():  # a checkpoint copied in from another run does not fit its folder
+            try:
+                checkpoint.check_identity(
+                    state, cfg.from_dict(cfg.load_toml(written), str(written))
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"{out}/{checkpoint.FILENAME} is not this run's: {exc}") from None
+    if not resuming and (out / checkpoint.FILENAME).exists():
+        raise ConfigError(
+            f"{out} already holds a run; continue it with --resume {out} or choose another --out"
+        )
+    trainer = LEARNERS[config.run.algo].trainer(config, warn=echo)
+    identity = checkpoint.identity(config, trainer.env.num_envs, trainer.env.obs_shape)
     if state is not None:
         trainer.load_state_dict(state)
+        if trainer.iteration >= trainer.num_iterations:
+            echo(
+                f"{out} is complete: {trainer.global_step:,} steps of "
+                f"total_timesteps {trainer.args.total_timesteps:,}; nothing to do (pass "
+                "--steps with a larger total to continue)"
+            )
+            summary_path = out / "summary.json"
+            return json.loads(summary_path.read_text()) if summary_path.exists() else {}
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
+    if not lock.held:
+        lock.acquire()
+        if (out / checkpoint.FILENAME).exists():  # another run got here first
+            raise ConfigError(f"{out} already holds a run; choose another --out")
+
     args = trainer.args
+    planned = trainer.num_iterations * trainer.steps_per_iteration
+    rounded = (
+        ""
+        if planned == args.total_timesteps
+        else (
+            f" (total_timesteps {args.total_timesteps:,} rounded to {trainer.num_iterations:,} "
+            f"iterations of {trainer.steps_per_iteration:,})"
+        )
+    )
     overrides = config.overrides()
     echo(
         f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
-        f"{trainer.describe()} | {args.total_timesteps:,} steps | run dir {out}"
+        f"{trainer.describe()} | {planned:,} steps{rounded} | run dir {out}"
         + (f" | settings: {', '.join(overrides)}" if overrides else "")
     )
+    write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
 
+    # ---- metrics.csv: rows at iteration boundaries, none past the checkpoint
     metrics_path = out / "metrics.csv"
-    new_file = state is None or not metrics_path.exists()
-    columns = None
-    if not new_file:  # appending: keep the file's columns
-        with open(metrics_path, newline="") as f:
-            columns = next(csv.reader(f), None)
-    metrics_file = open(metrics_path, "w" if new_file else "a", newline="")
-    writer = None  # made at the first row: its columns follow the algorithm's losses
+    columns = trim_metrics(metrics_path, trainer.global_step) if resuming else None
+    metrics_file = open(metrics_path, "a" if columns else "w", newline="")
+    writer = None  # made at the first row: its columns follow the learner's losses
     time_offset = state.get("time_s", 0.0) if state else 0.0
+    episode = dict(state.get("episode", NO_EPISODE)) if state else dict(NO_EPISODE)
     start = time.perf_counter()
-    last_log_time, last_log_step = start, trainer.global_step
-    episode = {"return": float("nan"), "length": float("nan"), "score": float("nan")}
-    row: dict = {}
+    first_step = trainer.global_step
+    row_time, row_step = start, trainer.global_step
+    echo_time, echo_step = start, trainer.global_step
+    consecutive_skips, skip_updates = 0, trainer.ctx.updates
     show_bar = config.log.progress and sys.stdout.isatty()
-    bar = click.progressbar(length=args.total_timesteps, label="training") if show_bar else None
+    bar = click.progressbar(length=planned, label="training") if show_bar else None
+    if bar is not None:
+        bar.update(trainer.global_step)
 
     def save():
+        payload = trainer.state_dict()
+        if not finite_weights(payload):  # never overwrite a good checkpoint with a broken one
+            raise RunError(
+                f"weights are not finite at step {trainer.global_step:,}; the last "
+                f"good checkpoint in {out} is kept"
+            )
         checkpoint.save(
             out / checkpoint.FILENAME,
             {
-                **trainer.state_dict(),
+                **payload,
+                "identity": identity,
                 "config": to_toml(config),
+                "episode": episode,
                 "time_s": time_offset + time.perf_counter() - start,
             },
         )
 
-    interrupted = False
+    stopped_by = None
     try:
-        while trainer.iteration < trainer.num_iterations:
-            step_before = trainer.global_step
-            losses = trainer.iterate()
-            if bar is not None:
-                bar.update(trainer.global_step - step_before)
-            now = time.perf_counter()
-            last = trainer.iteration == trainer.num_iterations
-            if now - last_log_time >= config.log.interval_s or last:
-                stats = trainer.env.stats()
-                if stats:
-                    episode = stats
-                split = trainer.timers.split()
-                trainer.timers.reset()
-                sps = (trainer.global_step - last_log_step) / (now - last_log_time)
-                row = {
-                    "global_step": trainer.global_step,
-                    "time_s": round(time_offset + now - start, 3),
-                    "sps": round(sps, 1),
-                    "charts/episodic_return": episode["return"],
-                    "charts/episodic_length": episode["length"],
-                    "charts/score": episode["score"],
-                    "charts/learning_rate": trainer.learning_rate,
-                    **losses,
-                    **{f"time/{k}": round(v, 4) for k, v in split.items()},
-                }
-                if writer is None:
-                    writer = csv.DictWriter(metrics_file, fieldnames=columns or list(row))
-                    if columns is None:
-                        writer.writeheader()
-                writer.writerow(row)
-                metrics_file.flush()
-                echo(
-                    f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
-                    f"{sps:>9,.0f} SPS | return {episode['return']:7.2f} | "
-                    f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
-                    + " ".join(
-                        f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()
+        with StopSignals() as stop:
+            while trainer.iteration < trainer.num_iterations:
+                step_before = trainer.global_step
+                losses = trainer.iterate()
+                now = time.perf_counter()
+                last = trainer.iteration == trainer.num_iterations or stop.signum is not None
+                if bar is not None:
+                    bar.update(trainer.global_step - step_before)
+
+                # ---- the NaN/inf guard: skipped updates in a row
+                skipped = int(losses.get("losses/skipped_updates", 0))
+                updates, skip_updates = trainer.ctx.updates - skip_updates, trainer.ctx.updates
+                if skipped == 0:
+                    consecutive_skips = 0
+                elif skipped >= updates:
+                    consecutive_skips += skipped
+                else:
+                    consecutive_skips = skipped  # the last ones, at least
+                if consecutive_skips >= config.run.nan_patience:
+                    bad = [k for k, v in losses.items() if not math.isfinite(v)]
+                    what = ", ".join(bad) if bad else "gradients"
+                    raise RunError(
+                        f"stopped at step {trainer.global_step:,}: {consecutive_skips} updates in "
+                        f"a row were skipped for a non-finite {what} (check rewards and settings); "
+                        f"the last good checkpoint in {out} is kept"
                     )
-                    + " | "
-                    + " ".join(f"{k} {v:.0%}" for k, v in split.items())
-                )
-                last_log_time, last_log_step = now, trainer.global_step
-            if trainer.iteration % config.run.checkpoint_interval == 0 or last:
-                save()
-    except KeyboardInterrupt:
-        interrupted = True
-        save()
-        echo(f"\ninterrupted: checkpoint saved at step {trainer.global_step:,} in {out}")
+
+                # ---- LOG: a metrics.csv row every csv_every iterations, a line every interval_s
+                if trainer.iteration % config.log.csv_every == 0 or last:
+                    stats = trainer.env.stats()
+                    if stats:
+                        episode = {k: stats[k] for k in NO_EPISODE}
+                    split = trainer.timers.split()
+                    trainer.timers.reset()
+                    row = {
+                        "global_step": trainer.global_step,
+                        "time_s": round(time_offset + now - start, 3),
+                        "sps": round((trainer.global_step - row_step) / (now - row_time), 1),
+                        "charts/episodic_return": episode["return"],
+                        "charts/episodic_length": episode["length"],
+                        "charts/score": episode["score"],
+                        "charts/learning_rate": trainer.learning_rate,
+                        **losses,
+                        **{f"time/{k}": round(v, 4) for k, v in split.items()},
+                    }
+                    if writer is None:
+                        writer = csv.DictWriter(
+                            metrics_file, fieldnames=columns or list(row), extrasaction="ignore"
+                        )
+                        if columns is None:
+                            writer.writeheader()
+                    writer.writerow(row)
+                    metrics_file.flush()
+                    row_time, row_step = now, trainer.global_step
+                if now - echo_time >= config.log.interval_s or last:
+                    sps = (trainer.global_step - echo_step) / (now - echo_time)
+                    echo(
+                        f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
+                        f"{sps:>9,.0f} SPS | return {episode['return']:7.2f} | "
+                        f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
+                        + " ".join(
+                            f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()
+                        )
+                        + " | "
+                        + " ".join(f"{k} {v:.0%}" for k, v in split.items())
+                    )
+                    echo_time, echo_step = now, trainer.global_step
+                if trainer.iteration % config.run.checkpoint_interval == 0 or last:
+                    save()
+                if stop.signum is not None:
+                    stopped_by = stop.signum
+                    break
+    except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
+        stopped_by = signal.SIGINT
+        echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
+        raise RunInterrupted(stopped_by) from None
     finally:
         metrics_file.close()
         if bar is not None:
@@ -173,18 +322,20 @@ def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
         "algo": config.run.algo,
         "global_step": trainer.global_step,
         "wall_s": round(elapsed, 2),
-        "sps": round((trainer.global_step - (state or {}).get("global_step", 0)) / elapsed, 1),
-        "episodic_return": episode["return"],
-        "episodic_length": episode["length"],
-        "score": episode["score"],
-        "interrupted": interrupted,
+        "sps": round((trainer.global_step - first_step) / elapsed, 1),
+        "episodic_return": json_safe(episode["return"]),
+        "episodic_length": json_safe(episode["length"]),
+        "score": json_safe(episode["score"]),
+        "interrupted": stopped_by is not None,
         "run_dir": str(out),
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if stopped_by is not None:
+        name = signal.Signals(stopped_by).name
+        echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
+        raise RunInterrupted(stopped_by)
     echo(
         f"done: {summary['global_step']:,} steps in {elapsed:.1f} s ({summary['sps']:,.0f} SPS) | "
         f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}"
     )
-    if interrupted:
-        raise KeyboardInterrupt
     return summary

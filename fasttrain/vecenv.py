@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 
 from fasttrain import games
 from fasttrain.device import resolve_device
 from fasttrain.kernels import KernelEnv, resolve_backend
+from fasttrain.kernels.env import check_seed
 
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+# outputs bound for ``step(obs_out=...)`` callers, most recent kept; each entry keeps its
+# tensors alive, so a caller passing a fresh tensor per step must not grow memory
+_CACHED_OUTPUTS = 8
 
 
 def to_torch(array) -> torch.Tensor:
@@ -19,16 +26,47 @@ def to_torch(array) -> torch.Tensor:
     return torch.from_dlpack(array)
 
 
-def _check_seed(seed):
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+def _span(array) -> tuple[int, int]:
+    """First and one-past-last byte address of a contiguous tensor or NumPy array."""
+    if isinstance(array, torch.Tensor):
+        start, size = array.data_ptr(), array.numel() * array.element_size()
+    else:
+        start, size = array.__array_interface__["data"][0], array.nbytes
+    return start, start + size
+
+
+def _cache_key(array):
+    if isinstance(array, torch.Tensor):
+        return (array.data_ptr(), tuple(array.shape), array.stride(), array.dtype, array.device)
+    if isinstance(array, np.ndarray):
+        return (_span(array)[0], array.shape, array.strides, array.dtype, array.flags.writeable)
+    return (type(array), id(array))  # not an array: binding it raises
+
+
+@dataclass(frozen=True, eq=False)
+class StepOutputs:
+    """Observation buffers checked once by ``VecEnv.bind_outputs``, for ``step(out=...)``."""
+
+    obs: torch.Tensor | np.ndarray  # (N, *obs_shape), written by every step
+    final_obs: torch.Tensor | np.ndarray  # (N, *obs_shape), written where an episode ended
+    kernel_env: KernelEnv = field(repr=False)  # the env these were bound for
+    launch_args: tuple = field(repr=False)  # step launcher arguments writing into the two
+
+    def __repr__(self):
+        return f"StepOutputs(obs={_describe(self.obs)}, final_obs={_describe(self.final_obs)})"
+
+
+def _describe(array) -> str:
+    kind = "tensor" if isinstance(array, torch.Tensor) else "array"
+    return f"{array.dtype} {kind} {tuple(array.shape)}"
 
 
 class VecEnv:
     """``num_envs`` copies of one game stepping in place; every buffer is a zero-copy torch view.
 
-    ``step`` writes observations into ``env.obs`` or, with ``obs_out``, straight into a tensor
-    the learner owns (a slot of its rollout storage), so no copy is ever made.
+    ``step`` writes observations into ``env.obs`` or, with ``obs_out`` or ``out`` (from
+    ``bind_outputs``), straight into a tensor the learner owns (a slot of its rollout storage),
+    so no copy is ever made.
     """
 
     def __init__(self, core: KernelEnv):
@@ -51,7 +89,7 @@ class VecEnv:
         self.obs_dtype = self.obs.dtype
         self.device = self.obs.device
         self._on_gpu = self.device.type == "cuda"
-        self._out_args: dict[tuple, tuple] = {}
+        self._out_cache: OrderedDict[tuple, StepOutputs] = OrderedDict()  # least recent first
 
     _VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
 
@@ -101,39 +139,95 @@ class VecEnv:
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``."""
         if seed is not None:
-            _check_seed(seed)
+            check_seed(seed)
         self._follow_torch_stream()
         self._core.reset(seed)
         return self.obs
 
-    def step(self, actions=None, obs_out=None, final_obs_out=None, check: bool = True):
+    def step(
+        self,
+        actions=None,
+        obs_out=None,
+        final_obs_out=None,
+        check: bool = True,
+        out: StepOutputs | None = None,
+    ):
         """Step every env; ``actions`` (N,) integers in ``[0, num_actions)``.
 
         With ``actions=None`` the actions already in ``env.actions`` are used. ``obs_out`` and
         ``final_obs_out`` redirect the observations (and, for rows whose episode ended, the final
-        observations) into tensors the caller owns, e.g. slots of a rollout buffer.
-        ``check=False`` skips the range check that costs a host sync on cuda (the CPU backends
-        check inside the kernel for free). Returns ``(obs, rewards, terminated, truncated)``,
-        views of the kernel buffers.
+        observations) into tensors the caller owns, e.g. slots of a rollout buffer; ``out``
+        does the same with buffers bound once by ``bind_outputs`` (the fast way for a caller
+        stepping into many slots). ``check=False`` skips the range check that costs a host
+        sync on cuda (the CPU backends check inside the kernel for free). Returns
+        ``(obs, rewards, terminated, truncated)``, views of the kernel buffers or ``out.obs``.
         """
+        if out is not None:
+            if obs_out is not None or final_obs_out is not None:
+                raise ValueError("pass either out or obs_out/final_obs_out to step, not both")
+            if not isinstance(out, StepOutputs):
+                raise TypeError(
+                    f"out must be a StepOutputs from env.bind_outputs, got {type(out).__name__}"
+                )
+            if out.kernel_env is not self._core:
+                raise ValueError(
+                    "out was bound by another env; bind it with this env's bind_outputs"
+                )
+        elif obs_out is not None or final_obs_out is not None:
+            out = self._cached_outputs(obs_out, final_obs_out)
         self._follow_torch_stream()
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
-        args = None  # the env's own buffers
-        if obs_out is not None or final_obs_out is not None:
-            args = self._args_for(obs_out, final_obs_out)
-        bad = self._core.step(args, check)
+        bad = self._core.step(None if out is None else out.launch_args, check)
         if bad >= 0:
             raise ValueError(
                 f"action {int(self.actions[bad])} for env {bad} is out of range: "
                 f"game {self.game!r} takes actions 0..{self.num_actions - 1}; no env was stepped"
             )
         return (
-            (self.obs if obs_out is None else obs_out),
+            (self.obs if out is None else out.obs),
             self.rewards,
             self.terminated,
             self.truncated,
         )
+
+    def bind_outputs(self, obs_out=None, final_obs_out=None) -> StepOutputs:
+        """Check and bind observation buffers once, for ``step(actions, out=...)``.
+
+        ``obs_out`` and ``final_obs_out`` (default: the env's ``obs`` and ``final_obs``) are
+        contiguous ``(num_envs, *obs_shape)`` tensors of ``obs_dtype`` on ``device`` that do not
+        overlap; on the host backends NumPy arrays work too. Raises ``TypeError`` or
+        ``ValueError`` in one line otherwise.
+        """
+        obs_out = self.obs if obs_out is None else obs_out
+        final_obs_out = self.final_obs if final_obs_out is None else final_obs_out
+        arrays = [
+            self._backend_array(a, name)
+            for a, name in ((obs_out, "obs_out"), (final_obs_out, "final_obs_out"))
+        ]
+        (start, end), (final_start, final_end) = _span(obs_out), _span(final_obs_out)
+        if start < final_end and final_start < end:
+            raise ValueError(
+                "obs_out and final_obs_out overlap in memory (env.obs and env.final_obs when "
+                "not given); pass two separate buffers"
+            )
+        return StepOutputs(obs_out, final_obs_out, self._core, self._core.step_args(*arrays))
+
+    def _cached_outputs(self, obs_out, final_obs_out) -> StepOutputs:
+        """``bind_outputs`` for ``step(obs_out=...)``, remembered for the last few buffers."""
+        key = (
+            None if obs_out is None else _cache_key(obs_out),
+            None if final_obs_out is None else _cache_key(final_obs_out),
+        )
+        outputs = self._out_cache.get(key)
+        if outputs is None:
+            outputs = self.bind_outputs(obs_out, final_obs_out)
+            if len(self._out_cache) >= _CACHED_OUTPUTS:
+                self._out_cache.popitem(last=False)
+            self._out_cache[key] = outputs
+        else:
+            self._out_cache.move_to_end(key)
+        return outputs
 
     def _follow_torch_stream(self):
         """Launch kernels on torch's current stream, so they are ordered with the learner's
@@ -168,38 +262,33 @@ class VecEnv:
         else:
             self.actions.copy_(actions)
 
-    def _args_for(self, obs_out, final_obs_out) -> tuple:
-        obs_out = self.obs if obs_out is None else obs_out
-        final_obs_out = self.final_obs if final_obs_out is None else final_obs_out
-        key = tuple(
-            (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
-            for t in (obs_out, final_obs_out)
-        )
-        args = self._out_args.get(key)
-        if args is None:  # first use of these tensors: check them once, then reuse the args
-            arrays = [
-                self._backend_array(t, name)
-                for t, name in ((obs_out, "obs_out"), (final_obs_out, "final_obs_out"))
-            ]
-            if len(self._out_args) > 4096:
-                self._out_args.clear()
-            args = self._out_args[key] = self._core.step_args(*arrays)
-        return args
-
-    def _backend_array(self, tensor, name):
+    def _backend_array(self, array, name):
+        """``array`` checked as an output buffer, as the backend's array sharing its memory."""
         expected = (self.num_envs, *self.obs_shape)
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-        if tuple(tensor.shape) != expected or tensor.dtype != self.obs_dtype:
+        host = self.device.type == "cpu"
+        if isinstance(array, np.ndarray) and host:
+            dtype = self._core.arrays["obs"].dtype
+            if array.shape != expected or array.dtype != dtype:
+                raise ValueError(
+                    f"{name} must be a {dtype} array of shape {expected}, "
+                    f"got {array.dtype} {array.shape}"
+                )
+            if not array.flags.c_contiguous or not array.flags.writeable:
+                raise ValueError(f"{name} must be a writable C-contiguous array")
+            return array
+        if not isinstance(array, torch.Tensor):
+            also = " or numpy.ndarray" if host else f" on {self.device}"
+            raise TypeError(f"{name} must be a torch.Tensor{also}, got {type(array).__name__}")
+        if tuple(array.shape) != expected or array.dtype != self.obs_dtype:
             raise ValueError(
                 f"{name} must be a {self.obs_dtype} tensor of shape {expected}, "
-                f"got {tensor.dtype} {tuple(tensor.shape)}"
+                f"got {array.dtype} {tuple(array.shape)}"
             )
-        if tensor.device != self.device or not tensor.is_contiguous():
+        if array.device != self.device or not array.is_contiguous():
             raise ValueError(f"{name} must be contiguous on {self.device}")
-        if self.device.type == "cpu":
-            return tensor.detach().numpy()
-        return self._core.xp.from_dlpack(tensor)
+        if host:
+            return array.detach().numpy()
+        return self._core.xp.from_dlpack(array)
 
     def stats(self) -> dict:
         """Means of ``return``, ``length``, ``score`` over episodes ended since the last call."""
@@ -227,7 +316,7 @@ def make(
     """
     spec = games.get(game)
     params = spec.make_params(**game_params)
-    _check_seed(seed)
+    check_seed(seed)
     backend = resolve_device("auto").backend if backend == "auto" else resolve_backend(backend)
     core = KernelEnv(spec, num_envs, backend, params, seed)
     env = VecEnv(core)

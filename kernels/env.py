@@ -7,6 +7,9 @@ consumer can read without copying.
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 from .backends import get_backend
@@ -23,17 +26,34 @@ _STAT_SUMS = {
 }
 
 
-def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
-    """Every array a game and its runtime use, for ``num_envs`` environments, zeroed.
+# the step launcher's arguments that say where observations go (see ``KernelEnv.step_args``)
+_OUT_ARGS = ("obs", "obs_flat", "obs_words", "final_obs_words")
+
+
+def check_int(value, name: str) -> int:
+    """``value`` as a Python int: any integer, NumPy's included, but not a bool or a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def check_seed(seed) -> int:
+    """``seed`` as a Python int in ``[0, 2**64)`` (NumPy integers too); one-line error otherwise."""
+    seed = check_int(seed, "seed")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed}")
+    return seed
+
+
+def buffer_layout(spec: GameSpec, params) -> dict:
+    """Per-environment shape and dtype of every array ``allocate`` makes, by name.
 
     Args:
         spec: the game's spec.
         params: an instance of ``spec.params_cls``.
-        num_envs: number of environments.
-        xp: array module (``numpy`` or ``cupy``).
 
     Returns:
-        dict name -> array; I/O buffers, episode counters, stat sums and the game's state.
+        dict name -> ``(shape, dtype)``; the runtime prepends ``num_envs`` to each shape.
     """
     obs_shape = tuple(spec.obs_shape(params))
     shapes = {
@@ -51,7 +71,55 @@ def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
     shapes.update({name: ((), dtype) for name, dtype in _STAT_SUMS.items()})
     for field in spec.state:
         shapes[field.name] = (tuple(field.shape(params)), field.dtype)
-    return {name: xp.zeros((num_envs, *shape), dtype=dt) for name, (shape, dt) in shapes.items()}
+    return shapes
+
+
+def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
+    """Every array a game and its runtime use, for ``num_envs`` environments, zeroed.
+
+    Args:
+        spec: the game's spec.
+        params: an instance of ``spec.params_cls``.
+        num_envs: number of environments.
+        xp: array module (``numpy`` or ``cupy``).
+
+    Returns:
+        dict name -> array; I/O buffers, episode counters, stat sums and the game's state.
+    """
+    layout = buffer_layout(spec, params)
+    return {name: xp.zeros((num_envs, *shape), dtype=dt) for name, (shape, dt) in layout.items()}
+
+
+def buffer_nbytes(spec: GameSpec, params, num_envs: int) -> int:
+    """Bytes ``allocate`` would take for ``num_envs`` environments."""
+    layout = buffer_layout(spec, params).values()
+    return num_envs * sum(math.prod(shape) * np.dtype(dt).itemsize for shape, dt in layout)
+
+
+def _memory_limit(xp) -> tuple[int | None, str]:
+    """Bytes new buffers can have at most, and a phrase saying so (None: unknown).
+
+    On the host that is the memory available now (zeroed pages are only committed when first
+    written, so a bigger env would be killed at its first reset); on a GPU, where an allocation
+    fails cleanly, the device's total (what is free depends on the caching allocators).
+    """
+    if xp is not np:
+        total = int(xp.cuda.runtime.memGetInfo()[1])
+        return total, f"the GPU has {total:,} bytes"
+    available = None
+    try:  # Linux: free memory plus what the kernel can reclaim (page cache)
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):  # no sysconf (Windows): allocation decides
+            return None, ""
+    return available, f"this machine has {available:,} bytes available"
 
 
 def _words(flat):
@@ -65,25 +133,36 @@ class KernelEnv:
     """Preallocated buffers and compiled launchers for ``num_envs`` copies of one game."""
 
     def __init__(self, spec: GameSpec, num_envs: int, backend: str, params, seed: int = 0):
-        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
-            raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
+        num_envs = check_int(num_envs, "num_envs")
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.spec = spec
         self.params = params
-        self.num_envs = int(num_envs)
+        self.num_envs = num_envs
+        self.seed = check_seed(seed)
         self.backend = get_backend(backend)
         self.xp = self.backend.xp
+        need = buffer_nbytes(spec, params, num_envs)
+        limit, has = _memory_limit(self.xp)
+        if limit is not None and need > limit:
+            raise MemoryError(
+                f"{num_envs:,} {spec.name} envs need {need:,} bytes of buffers "
+                f"({need / 2**30:,.1f} GiB); {has}"
+            )
         self.arrays = allocate(spec, params, self.num_envs, self.xp)
         self.launchers = self.backend.compile(spec)
-        self.seed = seed
         # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
         # default stream, which torch and CuPy also use unless told otherwise); fasttrain.VecEnv
         # sets it to torch's current stream
         self.stream = 0
         self._step_names, self._reset_names = launcher_args(spec)
         self._values = {**spec.param_values(params), "num_actions": spec.num_actions}
-        self._step_args = self.step_args(self.arrays["obs"])
+        self._out_positions = [self._step_names.index(name) for name in _OUT_ARGS]
+        out_views = self._out_views(self.arrays["obs"], self.arrays["final_obs"])
+        # launcher arguments of ``step`` into the env's own buffers, built once
+        self._step_args = self.backend.prepare_args(
+            self._args(self._step_names, dict(zip(_OUT_ARGS, out_views, strict=True)))
+        )
         obs_flat = self.arrays["obs"].reshape(self.num_envs, -1)
         # launcher arguments of ``reset`` (on cuda: device arrays), built once
         self.reset_args = self.backend.prepare_args(
@@ -94,23 +173,25 @@ class KernelEnv:
         source = {**self.arrays, **self._values, **overrides}
         return tuple(source[name] for name in names)
 
+    def _out_views(self, obs, final_obs) -> tuple:
+        """The ``_OUT_ARGS`` views of an observation buffer pair."""
+        flat = obs.reshape(self.num_envs, -1)
+        # final_obs is copied word by word: LLVM cannot vectorise a byte copy between
+        # buffers that may alias, and this copy runs on every episode end
+        return obs, flat, _words(flat), _words(final_obs.reshape(self.num_envs, -1))
+
     def step_args(self, obs, final_obs=None) -> tuple:
         """Launcher arguments writing observations into ``obs`` and, for rows whose episode
         ends, final observations into ``final_obs`` (default: the env's own buffers).
 
         Build them once per pair of buffers and pass them to every ``step``: on cuda this
-        converts each array to a device array, which is too slow to do per step."""
+        converts each output array to a device array, which is too slow to do per step."""
         final_obs = self.arrays["final_obs"] if final_obs is None else final_obs
-        flat = obs.reshape(self.num_envs, -1)
-        views = {
-            "obs": obs,
-            "obs_flat": flat,
-            # final_obs is copied word by word: LLVM cannot vectorise a byte copy between
-            # buffers that may alias, and this copy runs on every episode end
-            "obs_words": _words(flat),
-            "final_obs_words": _words(final_obs.reshape(self.num_envs, -1)),
-        }
-        return self.backend.prepare_args(self._args(self._step_names, views))
+        args = list(self._step_args)  # every other argument is already prepared
+        views = self.backend.prepare_args(self._out_views(obs, final_obs))
+        for position, view in zip(self._out_positions, views, strict=True):
+            args[position] = view
+        return tuple(args)
 
     @property
     def state(self) -> dict:
@@ -119,6 +200,8 @@ class KernelEnv:
 
     def reset(self, seed: int | None = None):
         """Reset every environment; reseed the per-env streams when ``seed`` is given."""
+        if seed is not None:
+            seed = check_seed(seed)
         with self.backend.on_stream(self.stream):
             if seed is not None:
                 self.seed = seed
@@ -168,6 +251,10 @@ class KernelEnv:
 
     def load_state_dict(self, arrays: dict) -> None:
         """Copy ``state_dict()`` output back in; every array is checked before any is written."""
+        if not isinstance(arrays, dict):
+            raise TypeError(
+                f"expected a dict of arrays from state_dict(), got {type(arrays).__name__}"
+            )
         for name, value in arrays.items():
             mine = self.arrays.get(name)
             if mine is None or tuple(mine.shape) != tuple(np.shape(value)):
@@ -183,6 +270,7 @@ class KernelEnv:
 
     def render(self, i: int = 0) -> str:
         """Text picture of environment ``i``."""
+        i = check_int(i, "env index")
         if not 0 <= i < self.num_envs:
             raise IndexError(f"env index {i} out of range [0, {self.num_envs})")
         host = {f.name: self.backend.to_host(self.arrays[f.name][i]) for f in self.spec.state}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,6 +14,13 @@ import numpy as np
 # Shapes are per row (per environment); the runtime prepends num_envs. ``obs_flat`` is the same
 # memory as ``obs`` viewed as (num_envs, prod(obs_shape)), for division-free indexing.
 IO_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "rng", "score")
+
+
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float64
+        return False
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,10 @@ class GameSpec:
                     f"game {self.name!r} parameter {key!r} must be "
                     f"{type(default).__name__}, got {type(value).__name__} {value!r}"
                 )
+            if isinstance(default, float) and not _finite(value):
+                raise ValueError(f"{self.name}.{key} must be finite, got {value}")
+            if type(default) is int and not -(2**63) <= value < 2**63:
+                raise ValueError(f"{self.name}.{key} must fit in int64, got {value}")
         return self.params_cls(**overrides)
 
     def param_values(self, params) -> dict:

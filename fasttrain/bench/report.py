@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import platform
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import click
 
 from fasttrain.bench.plan import Plan
+from fasttrain.rundir import RunError, write_atomic
 
 NUMERIC_COLUMNS = ("num_envs", "SPS median", "min", "max", "speedup", "cold s", "warm s")
 
@@ -186,24 +186,17 @@ def machine_info(threads: int) -> dict:
 # ---------------------------------------------------------------- FILES
 
 
-def write_atomic(path: str, suffix: str, write) -> None:
-    """``write(tmp)`` to a temp file in ``path``'s folder, then ``os.replace`` it onto ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".bench-", suffix=suffix, dir=folder)
-    os.close(fd)
+def write_file(path: str, data: bytes | str, what: str) -> None:
+    """``data`` to ``path`` through the one atomic writer; a failure is one line, not a trace."""
     try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        write_atomic(path, data, what)
+    except RunError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def write_json(path: str, data: dict) -> None:
     """``data`` as indented JSON, written atomically."""
-    write_atomic(
-        path, ".json.tmp", lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n")
-    )
+    write_file(path, json.dumps(data, indent=2) + "\n", "results file")
 
 
 def write_plot(path: str, rows: list[dict], machine: dict) -> None:
@@ -253,10 +246,12 @@ def write_plot(path: str, rows: list[dict], machine: dict) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    png = io.BytesIO()
     try:
-        write_atomic(path, ".png.tmp", lambda tmp: fig.savefig(tmp, format="png"))
+        fig.savefig(png, format="png")
     finally:
         plt.close(fig)
+    write_file(path, png.getvalue(), "plot")
 
 
 # ---------------------------------------------------------------- REPORT

@@ -72,6 +72,14 @@ class RunContext:
     env: VecEnv
     amp_dtype: torch.dtype | None  # autocast dtype of the update, None for float32
     scaler: torch.amp.GradScaler | None  # fp16 only
+    masked_steps: bool = False  # undo non-finite steps on the device (always on a GPU)
+    updates: int = 0  # optimizer steps asked for
+    skipped: torch.Tensor = None  # () int64 on the device: non-finite steps not taken
+    _backups: dict = field(default_factory=dict, repr=False)  # id(tensor) -> copy before a step
+
+    def __post_init__(self):
+        if self.skipped is None:
+            self.skipped = torch.zeros((), dtype=torch.int64, device=self.device.torch)
 
     def autocast(self):
         """The one autocast context of every learner's update (a no-op without ``run.amp``)."""
@@ -80,18 +88,95 @@ class RunContext:
         return torch.autocast(self.device.type, self.amp_dtype)
 
     def optimizer_step(self, optimizer, loss, parameters, max_grad_norm: float) -> None:
-        """Zero the gradients, backpropagate ``loss``, clip to ``max_grad_norm`` and step."""
+        """Zero the gradients, backpropagate ``loss``, clip to ``max_grad_norm`` and step;
+        skip the step (and count it in ``skipped``) when the loss or a gradient is not finite.
+
+        On the CPU the check reads one flag per step, which costs nothing; on a GPU that read
+        would stall the pipeline, so the step is taken and undone on the device where the flag
+        is false, and the count is read once per iteration with the losses.
+        """
+        parameters = list(parameters)
         optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-            self.scaler.step(optimizer)
-            self.scaler.update()
         else:
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-            optimizer.step()
+        norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+        finite = torch.isfinite(norm) & torch.isfinite(loss.detach())
+        self.updates += 1
+        if self.scaler is not None:  # GradScaler skips non-finite steps itself
+            self.scaler.step(optimizer)
+            self.scaler.update()
+            self.skipped += ~finite
+        elif self.device.type == "cpu" and not self.masked_steps:
+            if bool(finite):
+                optimizer.step()
+            else:
+                self.skipped += 1
+        else:
+            self._masked_step(optimizer, parameters, finite)
+
+    def _masked_step(self, optimizer, parameters, finite) -> None:
+        """``optimizer.step()`` kept only where ``finite`` is true, with no host sync."""
+        tensors = [*parameters]
+        for p in parameters:
+            tensors += [
+                t for t in optimizer.state.get(p, {}).values() if isinstance(t, torch.Tensor)
+            ]
+        # same-device tensors only: Adam keeps its step counts on the CPU, and they advance
+        tensors = [t for t in tensors if t.device == finite.device]
+        backups = [self._backup(t) for t in tensors]
+        torch._foreach_copy_(backups, tensors)
+        optimizer.step()
+        for t, b in zip(tensors, backups, strict=True):
+            torch.where(finite, t, b, out=t)
+        for p in parameters:  # state the step created (its first) starts from zero instead
+            for t in optimizer.state.get(p, {}).values():
+                if (
+                    isinstance(t, torch.Tensor)
+                    and id(t) not in self._backups
+                    and t.is_floating_point()
+                ):
+                    if t.device == finite.device:
+                        torch.where(finite, t, torch.zeros_like(t), out=t)
+        self.skipped += ~finite
+
+    def _backup(self, tensor: torch.Tensor) -> torch.Tensor:
+        backup = self._backups.get(id(tensor))
+        if backup is None or backup.shape != tensor.shape:
+            backup = self._backups[id(tensor)] = torch.empty_like(tensor)
+        return backup
+
+    def take_skipped(self) -> torch.Tensor:
+        """Skipped updates since the last call (a device tensor; read it with the losses)."""
+        skipped = self.skipped.clone()
+        self.skipped.zero_()
+        return skipped
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for new buffers on ``device`` now (None when unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(nbytes: int, what: str, device: torch.device) -> None:
+    """Refuse, in one line and before allocating, buffers that cannot fit in memory."""
+    available = available_memory(device)
+    if available is not None and nbytes > available:
+        raise ConfigError(
+            f"{what} needs {nbytes / 2**30:,.1f} GiB but {available / 2**30:,.1f} GiB is free on "
+            f"{device.type}; lower num_envs or num_steps"
+        )
 
 
 def start_run(config, num_envs: int) -> RunContext:
@@ -103,13 +188,16 @@ def start_run(config, num_envs: int) -> RunContext:
     setup_threads(run)
     torch.manual_seed(run.seed)
     generator = torch.Generator(device=device.torch).manual_seed(run.seed)
-    env = make(
-        config.game.name,
-        num_envs=num_envs,
-        backend=device.backend,
-        seed=run.seed,
-        **vars(config.game_params()),
-    )
+    try:
+        env = make(
+            config.game.name,
+            num_envs=num_envs,
+            backend=device.backend,
+            seed=run.seed,
+            **vars(config.game_params()),
+        )
+    except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, named in one line
+        raise ConfigError(str(exc).splitlines()[0]) from None
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.amp)
     scaler = torch.amp.GradScaler("cuda") if run.amp == "fp16" else None
     return RunContext(device, generator, env, amp_dtype, scaler)
@@ -137,6 +225,11 @@ class TrainerBase:
     @property
     def learning_rate(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Environment steps (agent rows) per iteration."""
+        return self.args.num_envs * self.args.num_steps
 
     def describe(self) -> str:
         """The shape of one iteration, for the run's first log line."""

@@ -12,6 +12,7 @@ dqn.py: n-step returns, Double DQN, dueling heads, prioritized replay (proportio
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
-from fasttrain.learners.common import TrainerBase, maybe_compile
+from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile
 from fasttrain.models import make_q_network
 
 PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
@@ -236,7 +237,9 @@ class ReplayBuffer:
         return index // N, index % N, is_weights
 
     def update_priorities(self, slots, envs, td_errors) -> None:
-        priority = (td_errors.abs().float() + PRIO_EPS) ** self.prio_alpha
+        # a skipped (non-finite) update must not poison the sampling distribution
+        errors = torch.nan_to_num(td_errors.abs().float(), nan=0.0, posinf=0.0)
+        priority = (errors + PRIO_EPS) ** self.prio_alpha
         self.priorities[slots, envs] = priority
         self.max_priority = torch.maximum(self.max_priority, priority.max())
 
@@ -294,8 +297,10 @@ class Trainer(TrainerBase):
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=args.learning_rate)
         self.batch_size = args.batch_size
-        self.steps_per_iteration = args.num_envs * args.num_steps
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
+        slots = args.buffer_size // args.num_envs + 1
+        obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
+        check_memory(slots * args.num_envs * (2 * obs_bytes + 18), "DQN replay buffer", self.device)
         self.buffer = ReplayBuffer(
             args.buffer_size // args.num_envs + 1,
             args.num_envs,
@@ -307,6 +312,9 @@ class Trainer(TrainerBase):
             args.prio_alpha,
         )
         self.buffer.obs[0].copy_(env.obs)
+        # the env writes obs[pos + 1] and final_obs[pos] at slot pos: each pair is bound on
+        # first use (a ring can have many slots) and kept
+        self.step_outputs = [None] * self.buffer.num_slots
         self.act_network = maybe_compile(
             self.q_network, config.run.compile, self.buffer.obs[0], warn
         )
@@ -344,12 +352,10 @@ class Trainer(TrainerBase):
             buffer.actions[pos] = action
         t1 = time.perf_counter()
         # actions are in range by construction: skip the check that costs a host sync on cuda
-        env.step(
-            buffer.actions[pos],
-            obs_out=buffer.obs[nxt],
-            final_obs_out=buffer.final_obs[pos],
-            check=False,
-        )
+        out = self.step_outputs[pos]
+        if out is None:
+            out = self.step_outputs[pos] = env.bind_outputs(buffer.obs[nxt], buffer.final_obs[pos])
+        env.step(buffer.actions[pos], out=out, check=False)
         buffer.rewards[pos] = env.rewards
         buffer.terminated[pos] = env.terminated
         buffer.truncated[pos] = env.truncated
@@ -427,10 +433,14 @@ class Trainer(TrainerBase):
                 self.update_target()
             self.timers.learn += time.perf_counter() - t0
         self.iteration += 1
-        td_loss, q_values = (totals / max(updates, 1)).tolist() if updates else (np.nan, np.nan)
+        skipped = self.ctx.take_skipped().to(totals.dtype)
+        td_loss, q_values, skipped = torch.cat([totals / max(updates, 1), skipped.view(1)]).tolist()
+        if not updates:
+            td_loss = q_values = np.nan
         return {
             "losses/td_loss": td_loss,
             "losses/q_values": q_values,
+            "losses/skipped_updates": skipped,
             "charts/epsilon": self.epsilon(),
         }
 

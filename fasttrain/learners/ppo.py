@@ -7,6 +7,7 @@ never gathers or copies experience. Truncated steps bootstrap from the value of 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
-from fasttrain.learners.common import TrainerBase, maybe_compile
+from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile
 from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- CONFIG
@@ -100,6 +101,8 @@ class Trainer(TrainerBase):
 
         # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
         T, N, dev = args.num_steps, args.num_envs, self.device
+        obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
+        check_memory((2 * T + 1) * N * obs_bytes + T * N * 36, "PPO rollout storage", dev)
         self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
         self.final_obs = torch.zeros((T, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
         self.actions = torch.zeros((T, N), dtype=torch.int64, device=dev)
@@ -116,6 +119,8 @@ class Trainer(TrainerBase):
         self.last_values = torch.zeros(N, device=dev)
         self.policy_state = self.policy.initial_state(N)  # None for feed-forward policies
         self.obs[0].copy_(env.obs)
+        # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
+        self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
         self.act_policy = maybe_compile(self.policy, config.run.compile, self.obs[0], warn)
         # the advantage kernel's arguments are converted once; CPU tensors as NumPy views
         gae_args = (
@@ -156,9 +161,7 @@ class Trainer(TrainerBase):
                 t1 = time.perf_counter()
                 # actions come from an argmax over num_actions logits, so they are in range:
                 # skip the check that would cost a host sync per step on cuda
-                env.step(
-                    action, obs_out=self.obs[t + 1], final_obs_out=self.final_obs[t], check=False
-                )
+                env.step(action, out=self.step_outputs[t], check=False)
                 self.rewards[t] = env.rewards
                 self.terminated[t] = env.terminated
                 self.truncated[t] = env.truncated
@@ -266,8 +269,9 @@ class Trainer(TrainerBase):
                 break
         self.iteration += 1
         self.timers.learn += time.perf_counter() - t0
-        means = (totals / updates).tolist()
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+        skipped = self.ctx.take_skipped().to(totals.dtype)
+        means = torch.cat([totals / updates, skipped.view(1)]).tolist()  # the one host sync
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "skipped_updates")
         return {f"losses/{k}": v for k, v in zip(names, means, strict=True)}
 
     def iterate(self) -> dict:

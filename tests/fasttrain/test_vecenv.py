@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import importlib.util
+import weakref
 
 import numpy as np
 import pytest
 import torch
 
 import fasttrain
+from fasttrain import games
 from fasttrain.kernels import cuda_available
+from fasttrain.kernels.env import buffer_nbytes
 
 VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
+SNAKE_BYTES_PER_ENV = buffer_nbytes(games.get("snake"), games.get("snake").make_params(), 1)
+
+
+def _float_params(game: str) -> list:
+    """The float fields of a game's params."""
+    params = games.get(game).params_cls()
+    return [f for f in dataclasses.fields(params) if isinstance(getattr(params, f.name), float)]
 
 
 def _snapshot(env) -> dict:
@@ -22,6 +34,12 @@ def _snapshot(env) -> dict:
 def _assert_unchanged(env, snapshot):
     for name, array in snapshot.items():
         np.testing.assert_array_equal(env.arrays[name], array, err_msg=name)
+
+
+def _one_line(excinfo) -> str:
+    message = str(excinfo.value)
+    assert message and "\n" not in message, message
+    return message
 
 
 # ------------------------------------------------------------------------------- zero copy
@@ -125,6 +143,172 @@ def test_bad_obs_out_at_a_previously_used_address_raises(snake):
     _assert_unchanged(env, snapshot)
 
 
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_bound_outputs_step_like_obs_out(snake, backend):
+    env = snake.make(backend, num_envs=8, seed=5)
+    twin = snake.make(backend, num_envs=8, seed=5)
+    num_steps = 30
+    storage = torch.zeros((num_steps, 8, *env.obs_shape), dtype=env.obs_dtype)
+    final_storage = torch.zeros_like(storage)
+    twin_storage, twin_final = torch.zeros_like(storage), torch.zeros_like(storage)
+    outputs = [env.bind_outputs(storage[t], final_storage[t]) for t in range(num_steps)]
+    gen = np.random.default_rng(6)
+    for t in range(num_steps):
+        actions = gen.integers(0, 4, 8)
+        obs, rewards, terminated, _ = env.step(actions, out=outputs[t])
+        twin.step(actions, obs_out=twin_storage[t], final_obs_out=twin_final[t])
+        assert obs is outputs[t].obs and obs.data_ptr() == storage[t].data_ptr()
+        assert torch.equal(rewards, twin.rewards) and torch.equal(terminated, twin.terminated)
+    assert torch.equal(storage, twin_storage) and torch.equal(final_storage, twin_final)
+    assert final_storage.any()  # some episodes ended, so final observations were compared
+    for name in env.arrays:
+        np.testing.assert_array_equal(env.arrays[name], twin.arrays[name], err_msg=name)
+
+
+def test_fresh_obs_out_every_step_keeps_only_a_few_buffers_alive(snake):
+    env = snake.make("cpu", num_envs=8)
+    alive = []
+    for _ in range(100):
+        # a NumPy base under the tensor: it lives as long as anything views the tensor's memory
+        base = np.zeros((8, *env.obs_shape), dtype=np.uint8)
+        alive.append(weakref.ref(base))
+        env.step(np.zeros(8, dtype=np.int64), obs_out=torch.from_numpy(base))
+        del base
+    gc.collect()
+    assert alive[0]() is None
+    assert sum(ref() is not None for ref in alive) <= 8
+    assert alive[-1]() is not None  # the last few stay bound, so reusing them costs nothing
+
+
+def test_bound_outputs_live_as_long_as_the_caller_keeps_them(snake):
+    env, twin = snake.make("cpu", num_envs=8), snake.make("cpu", num_envs=8)
+    base = np.zeros((8, *env.obs_shape), dtype=np.uint8)
+    ref = weakref.ref(base)
+    outputs = env.bind_outputs(torch.from_numpy(base))
+    del base
+    actions = np.zeros(8, dtype=np.int64)
+    for _ in range(20):  # more than the obs_out cache holds
+        env.step(actions, obs_out=torch.zeros_like(env.obs))
+        twin.step(actions)
+    gc.collect()
+    assert ref() is not None
+    env.step(actions, out=outputs)
+    twin.step(actions)
+    assert np.array_equal(ref(), twin.arrays["obs"]) and ref().any()
+    del outputs
+    gc.collect()
+    assert ref() is None
+
+
+def _slot_at(buffer, offset):
+    """A ``buffer[0]``-shaped view starting ``offset`` elements into ``buffer``'s memory."""
+    size = buffer[0].numel()
+    return buffer.view(-1)[offset : offset + size].view(buffer[0].shape)
+
+
+@pytest.mark.parametrize(
+    "make_outs",
+    [
+        lambda env, buf: dict(obs_out=buf[0], final_obs_out=buf[0]),  # the same slot twice
+        lambda env, buf: dict(obs_out=_slot_at(buf, 0), final_obs_out=_slot_at(buf, 100)),
+        lambda env, buf: dict(obs_out=env.final_obs),  # final_obs_out defaults to env.final_obs
+        lambda env, buf: dict(final_obs_out=env.obs),  # obs_out defaults to env.obs
+    ],
+)
+def test_overlapping_outputs_are_refused_and_nothing_steps(snake, make_outs):
+    env = snake.make("cpu", num_envs=8)
+    buffer = torch.zeros((2, 8, *env.obs_shape), dtype=env.obs_dtype)
+    outs = make_outs(env, buffer)
+    snapshot = _snapshot(env)
+    actions = env.actions.clone()
+    with pytest.raises(ValueError) as excinfo:
+        env.step(np.full(8, 3, dtype=np.int64), **outs)
+    message = _one_line(excinfo)
+    assert "obs_out" in message and "final_obs_out" in message and "overlap" in message
+    _assert_unchanged(env, snapshot)
+    assert torch.equal(env.actions, actions)
+    assert not buffer.any()
+    with pytest.raises(ValueError, match="overlap"):
+        env.bind_outputs(**outs)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_numpy_outputs_are_written_on_host_backends(snake, backend):
+    env = snake.make(backend, num_envs=8, seed=3)
+    twin = snake.make(backend, num_envs=8, seed=3)
+    obs_out = np.zeros((8, *env.obs_shape), dtype=np.uint8)
+    final_obs_out = np.zeros_like(obs_out)
+    gen = np.random.default_rng(2)
+    ended = 0
+    for _ in range(40):
+        actions = gen.integers(0, 4, 8)
+        obs, *_ = env.step(actions, obs_out=obs_out, final_obs_out=final_obs_out)
+        twin.step(actions)
+        assert obs is obs_out
+        np.testing.assert_array_equal(obs_out, twin.obs.numpy())
+        done = (twin.terminated | twin.truncated).numpy()
+        ended += int(done.sum())
+        np.testing.assert_array_equal(final_obs_out[done], twin.final_obs.numpy()[done])
+    assert ended > 0
+
+
+@pytest.mark.parametrize(
+    "make_out, words",
+    [
+        (lambda shape: np.zeros(shape, dtype=np.float32), ["obs_out", "uint8", "float32"]),
+        (lambda shape: np.zeros(shape, dtype=np.uint8)[:4], ["obs_out", "shape", "(8, 4, 5, 5)"]),
+        (lambda shape: np.zeros(shape[::-1], dtype=np.uint8).T, ["obs_out", "contiguous"]),
+        (lambda shape: np.broadcast_to(np.zeros(shape[1:], np.uint8), shape), ["writable"]),
+        (lambda shape: [[0]] * 8, ["obs_out", "torch.Tensor", "numpy.ndarray", "list"]),
+    ],
+)
+def test_bad_numpy_or_other_outputs_raise_one_line(snake, make_out, words):
+    env = snake.make("cpu", num_envs=8)
+    snapshot = _snapshot(env)
+    with pytest.raises((TypeError, ValueError)) as excinfo:
+        env.step(np.zeros(8, dtype=np.int64), obs_out=make_out((8, *env.obs_shape)))
+    message = _one_line(excinfo)
+    for word in words:
+        assert word in message
+    _assert_unchanged(env, snapshot)
+
+
+def test_step_out_must_come_from_this_envs_bind_outputs(snake):
+    env = snake.make("cpu", num_envs=8)
+    other = snake.make("cpu", num_envs=8)
+    slot = torch.zeros_like(env.obs)
+    snapshot = _snapshot(env)
+    cases = [
+        (dict(out=other.bind_outputs(slot)), ValueError, ["another env"]),
+        (dict(out=slot), TypeError, ["out", "bind_outputs", "Tensor"]),
+        (dict(out=env.bind_outputs(slot), obs_out=slot), ValueError, ["out", "obs_out"]),
+    ]
+    for kwargs, error, words in cases:
+        with pytest.raises(error) as excinfo:
+            env.step(np.zeros(8, dtype=np.int64), **kwargs)
+        message = _one_line(excinfo)
+        assert all(word in message for word in words), message
+    _assert_unchanged(env, snapshot)
+    assert not slot.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+def test_cuda_steps_into_bound_tensors_and_refuses_numpy_outputs_in_one_line():
+    env = fasttrain.make("snake", num_envs=8, backend="cuda")
+    twin = fasttrain.make("snake", num_envs=8, backend="cuda")
+    with pytest.raises(TypeError) as excinfo:
+        env.bind_outputs(np.zeros((8, *env.obs_shape), dtype=np.uint8))
+    message = _one_line(excinfo)
+    assert "torch.Tensor" in message and "cuda" in message and "ndarray" in message
+    slots = torch.zeros((2, *env.obs.shape), dtype=env.obs_dtype, device=env.device)
+    out = env.bind_outputs(slots[0], slots[1])
+    actions = torch.ones(8, dtype=torch.int64, device=env.device)
+    obs, *_ = env.step(actions, out=out)
+    twin.step(actions)
+    assert obs is slots[0] and torch.equal(slots[0], twin.obs) and slots[0].any()
+
+
 # ------------------------------------------------------------------------------- bad actions
 
 
@@ -196,6 +380,18 @@ def test_any_integer_actions_are_accepted(snake, actions):
         (dict(num_envs=2.0), TypeError, ["num_envs", "int"]),
         (dict(seed=True), TypeError, ["seed", "int", "bool"]),
         (dict(seed=1.5), TypeError, ["seed", "int"]),
+        (dict(seed=np.float64(3)), TypeError, ["seed", "int", "float64"]),
+        (dict(seed=-1), ValueError, ["seed", "[0, 2**64)", "-1"]),
+        (dict(seed=2**64), ValueError, ["seed", "[0, 2**64)"]),
+        (
+            dict(reward_fruit=float("nan")),
+            ValueError,
+            ["snake.reward_fruit must be finite, got nan"],
+        ),
+        (dict(reward_death=-float("inf")), ValueError, ["snake.reward_death", "finite", "-inf"]),
+        (dict(reward_step=10**400), ValueError, ["snake.reward_step", "finite"]),
+        (dict(max_episode_steps=2**63), ValueError, ["snake.max_episode_steps", "int64"]),
+        (dict(num_envs=10**12), MemoryError, [f"{SNAKE_BYTES_PER_ENV * 10**12:,} bytes"]),
     ],
 )
 def test_make_rejects_bad_arguments_naming_valid_choices(kwargs, error, words):
@@ -204,6 +400,59 @@ def test_make_rejects_bad_arguments_naming_valid_choices(kwargs, error, words):
         fasttrain.make(**kwargs)
     for word in words:
         assert word in str(excinfo.value)
+    _one_line(excinfo)
+
+
+def test_buffer_bytes_are_what_the_env_holds(snake):
+    env = snake.make("cpu", num_envs=3)
+    assert buffer_nbytes(env.spec, env.params, 3) == env.nbytes
+    assert buffer_nbytes(env.spec, games.get("snake").make_params(), 1) == SNAKE_BYTES_PER_ENV
+
+
+@pytest.mark.parametrize(
+    "game, name", [(g, f.name) for g in games.names() for f in _float_params(g)]
+)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -np.inf, np.float32("nan")])
+def test_every_float_param_must_be_finite(game, name, value):
+    with pytest.raises(ValueError) as excinfo:
+        games.get(game).make_params(**{name: value})
+    assert _one_line(excinfo) == f"{game}.{name} must be finite, got {float(value)}"
+
+
+def test_numpy_scalars_are_accepted_as_params():
+    params = games.get("snake").make_params(reward_fruit=np.float32(0.5), height=np.int64(6))
+    assert params.reward_fruit == 0.5 and params.height == 6
+
+
+@pytest.mark.parametrize("seed", [np.uint64(3), np.uint8(3), np.int32(3)])
+def test_numpy_integer_seeds_act_like_python_ints(snake, seed):
+    env, ref = snake.make("cpu", num_envs=4, seed=seed), snake.make("cpu", num_envs=4, seed=3)
+    np.testing.assert_array_equal(env.arrays["rng"], ref.arrays["rng"])
+    assert torch.equal(env.obs, ref.obs)
+    env.reset(seed=type(seed)(7))
+    ref.reset(seed=7)
+    np.testing.assert_array_equal(env.arrays["rng"], ref.arrays["rng"])
+    assert torch.equal(env.obs, ref.obs)
+
+
+def test_the_largest_seed_is_accepted(snake):
+    env = snake.make("cpu", num_envs=4, seed=np.uint64(2**64 - 1))
+    ref = snake.make("cpu", num_envs=4, seed=2**64 - 1)
+    np.testing.assert_array_equal(env.arrays["rng"], ref.arrays["rng"])
+    assert not np.array_equal(env.arrays["rng"], snake.make("cpu", num_envs=4).arrays["rng"])
+
+
+@pytest.mark.parametrize(
+    "seed, error",
+    [(-1, ValueError), (2**64, ValueError), (1.5, TypeError), (False, TypeError), ("3", TypeError)],
+)
+def test_reset_rejects_bad_seeds_in_one_line_changing_nothing(snake, seed, error):
+    env = snake.make("cpu", num_envs=2)
+    snapshot = _snapshot(env)
+    with pytest.raises(error) as excinfo:
+        env.reset(seed=seed)
+    assert "seed" in _one_line(excinfo)
+    _assert_unchanged(env, snapshot)
 
 
 def test_reset_rejects_bool_seed(snake):
@@ -216,6 +465,37 @@ def test_render_rejects_bad_index(snake):
     env = snake.make("cpu", num_envs=2)
     with pytest.raises(IndexError, match=r"\[0, 2\)"):
         env.render(2)
+
+
+@pytest.mark.parametrize(
+    "index, error, words",
+    [
+        (1.5, TypeError, ["env index", "int", "1.5"]),
+        (True, TypeError, ["env index", "int", "bool"]),
+        (np.float64(0), TypeError, ["env index", "int", "float64"]),
+        (-1, IndexError, ["-1", "[0, 2)"]),
+        (np.int64(2), IndexError, ["[0, 2)"]),
+    ],
+)
+def test_render_refuses_bad_indices_in_one_line(snake, index, error, words):
+    env = snake.make("cpu", num_envs=2)
+    with pytest.raises(error) as excinfo:
+        env.render(index)
+    message = _one_line(excinfo)
+    assert all(word in message for word in words), message
+
+
+def test_render_takes_numpy_integers(snake):
+    env = snake.make("cpu", num_envs=2)
+    snake.set(env, [(4, 0), (3, 0), (2, 0)], 0, fruit=(0, 4), i=1)
+    assert env.render(np.int64(1)) == env.render(np.uint8(1)) == env.render(1) != env.render(0)
+
+
+def test_load_state_dict_wants_a_dict_in_one_line(snake):
+    env = snake.make("cpu", num_envs=2)
+    with pytest.raises(TypeError) as excinfo:
+        env.load_state_dict(env.arrays["obs"])
+    assert "dict" in _one_line(excinfo)
 
 
 @pytest.mark.skipif(cuda_available(), reason="a usable GPU is present")

@@ -1,0 +1,209 @@
+"""The run directory: the one atomic file writer, stale temp files, a writability check before any
+work, and the lock a run holds on its directory for its whole life.
+
+Every file fasttrain writes (config.toml, checkpoint.pt, summary.json, bench JSON and plots) goes
+through ``write_atomic``: a temp file ``.{name}.{pid}.tmp`` beside the target, fsynced, then
+``os.replace``d onto it, so a reader or a crash sees the old file or the new one, never half of
+one. A kill between the two leaves the temp file behind; ``clean_stale_temps`` removes those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+from pathlib import Path
+
+from fasttrain.errors import RunError
+
+__all__ = ["RunError", "RunLock", "check_writable", "clean_stale_temps", "write_atomic"]
+LOCK_NAME = ".lock"
+# the temp names write_atomic makes: .{name}.{pid}.tmp
+TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
+
+
+def temp_path(path: Path) -> Path:
+    """Where ``write_atomic`` stages ``path``: ``.{name}.{pid}.tmp`` in the same folder."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def reason(exc: OSError) -> str:
+    """``'no space left on device'`` for an OSError: its errno's text, lower case."""
+    text = os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def write_atomic(path, data: bytes | memoryview | str, what: str | None = None) -> None:
+    """Replace ``path`` with ``data`` all at once; on failure raise RunError, old file intact."""
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode()
+    tmp = temp_path(path)
+    existed = os.path.exists(path)  # False, not an error, where it cannot be checked
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked (signals, pipes, full disks)
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)  # the bytes are on disk before the rename makes them the file
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if not isinstance(exc, OSError):
+            raise  # Ctrl-C mid-save: the temp is gone, the old file stands
+        kept = f"; the previous {what or path.name} is intact" if existed else ""
+        raise RunError(f"{reason(exc)} writing {path}{kept}") from None
+    fsync_folder(path.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; where folders cannot be fsynced, rely on the OS."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (in this PID namespace)."""
+    if pid <= 0:  # 0 and negatives address process groups in os.kill, never one writer
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def clean_stale_temps(folder, held: bool = False) -> list[Path]:
+    """Remove ``write_atomic`` temps in ``folder`` left by killed writers; return those removed."""
+    # Without ``held`` a temp is stale when its PID is dead or our own: we are not mid-write
+    # now, and a restarted container often gets its old PID back. With ``held`` the caller
+    # holds the folder's RunLock, so no other run writes here and every temp is stale.
+    folder = Path(folder)
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed  # nothing to clean where nothing can be listed
+    for entry in entries:
+        match = TEMP_PATTERN.match(entry.name)
+        if match is None or not entry.is_file() or entry.is_symlink():
+            continue
+        pid = int(match["pid"])
+        if held or pid == os.getpid() or not pid_alive(pid):
+            with contextlib.suppress(FileNotFoundError):  # another cleaner got there first
+                entry.unlink()
+                removed.append(entry)
+    return removed
+
+
+def check_writable(folder) -> None:
+    """Fail in one line unless ``folder`` is, or can be made, a writable directory; make nothing."""
+    folder = Path(folder)
+    existing = folder.absolute()
+    while True:  # up to the first path that exists: the folder itself or the parent to make it in
+        try:
+            os.stat(existing)
+            break
+        except (FileNotFoundError, NotADirectoryError):  # ENOTDIR: a file is on the way up
+            existing = existing.parent
+        except OSError as exc:
+            raise RunError(f"run directory {folder} cannot be checked: {reason(exc)}") from None
+    if not existing.is_dir():
+        if existing == folder.absolute():
+            raise RunError(f"run directory {folder} is a file, not a directory")
+        raise RunError(f"cannot create run directory {folder}: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        problem = errno.EACCES
+        with contextlib.suppress(OSError):
+            if os.statvfs(existing).f_flag & os.ST_RDONLY:
+                problem = errno.EROFS
+        text = reason(OSError(problem, ""))
+        raise RunError(f"run directory {folder} is not writable ({existing}: {text})")
+
+
+class RunLock:
+    """An exclusive lock on ``folder/.lock`` naming its holder's PID, held for a run's life.
+
+    ``flock`` belongs to the open file, so the kernel drops it when the holder exits or is
+    killed: a lock file left by a dead process is simply taken over. Taking the lock also
+    removes every temp file a killed writer left in the folder. Use as a context manager.
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        """Create ``folder`` if needed and take the lock, or fail in one line naming its holder."""
+        if self.fd is not None:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = self._holder(fd)
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
+            who = f"process {holder}" if holder else "another process"
+            raise RunError(
+                f"run directory {self.folder} is in use by {who}; "
+                "wait for it or choose another --out"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
+        self.fd = fd
+        clean_stale_temps(self.folder, held=True)
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self.fd is not None
+
+    @staticmethod
+    def _holder(fd: int) -> int | None:
+        """The PID written in the lock file, or None (unreadable, or not yet written)."""
+        try:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def release(self) -> None:
+        """Drop the lock if held; the file stays (unlinking it races a process about to lock)."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+        os.close(self.fd)  # closing the file releases the flock
+        self.fd = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()

@@ -1,0 +1,358 @@
+"""The run directory: atomic writes on full or read-only disks, the run lock across processes,
+stale temp files, and checkpoints that are corrupt, foreign or of another run."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fasttrain import checkpoint, games
+from fasttrain import config as cfg
+from fasttrain.errors import ConfigError
+from fasttrain.models import make_policy
+from fasttrain.rundir import RunError, RunLock, check_writable, clean_stale_temps, write_atomic
+
+
+def files(folder) -> dict:
+    """Every file under ``folder`` (hidden ones included) and its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@contextlib.contextmanager
+def tmpfs(folder, options: str):
+    """A small tmpfs mounted on ``folder``; skips the test where mounting is not permitted."""
+    folder.mkdir(exist_ok=True)
+    mount = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]
+    try:
+        result = subprocess.run(mount, capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        pytest.skip(f"cannot mount a tmpfs: {exc}")
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
+
+
+# ------------------------------------------------------------------------------- write_atomic
+
+
+def test_write_atomic_replaces_the_file_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "summary.json"
+    write_atomic(target, "old\n")
+    write_atomic(target, b"new bytes")
+    assert files(tmp_path) == {"summary.json": b"new bytes"}
+
+
+def enospc(*args):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("call", ["write", "fsync"])
+def test_a_full_disk_keeps_the_previous_file(call, tmp_path, monkeypatch):
+    target = tmp_path / "checkpoint.pt"
+    target.write_bytes(b"previous checkpoint")
+    if call == "write":
+        real_write = os.write
+        written = []
+
+        def write(fd, data):  # half the bytes land, then the disk is full
+            if written:
+                enospc()
+            written.append(real_write(fd, bytes(data)[: len(data) // 2]))
+            return written[-1]
+
+        monkeypatch.setattr(os, "write", write)
+    else:
+        monkeypatch.setattr(os, "fsync", enospc)
+    with pytest.raises(RunError) as info:
+        write_atomic(target, b"x" * 1000, what="checkpoint")
+    message = str(info.value)
+    assert message == (
+        f"no space left on device writing {target}; the previous checkpoint is intact"
+    )
+    assert files(tmp_path) == {"checkpoint.pt": b"previous checkpoint"}
+
+
+def test_a_failed_first_write_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fsync", enospc)
+    with pytest.raises(RunError, match=r"^no space left on device writing \S+summary.json$"):
+        write_atomic(tmp_path / "summary.json", "{}")
+    assert files(tmp_path) == {}
+
+
+def test_a_really_full_tmpfs_keeps_the_previous_checkpoint(tmp_path):
+    with tmpfs(tmp_path / "disk", "size=64k") as disk:
+        target = disk / "checkpoint.pt"
+        write_atomic(target, b"old" * 1000)
+        with pytest.raises(RunError) as info:
+            write_atomic(target, os.urandom(1 << 20), what="checkpoint")
+        assert str(info.value).startswith("no space left on device writing ")
+        assert str(info.value).endswith("; the previous checkpoint is intact")
+        assert files(disk) == {"checkpoint.pt": b"old" * 1000}
+
+
+# ------------------------------------------------------------------------------- check_writable
+
+
+def test_check_writable_accepts_a_new_folder_and_creates_nothing(tmp_path):
+    check_writable(tmp_path / "runs" / "a")
+    check_writable(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_writable_refuses_a_path_under_a_regular_file(tmp_path):
+    (tmp_path / "passwd").write_text("root:x:0:0\n")
+    with pytest.raises(RunError) as info:
+        check_writable(tmp_path / "passwd" / "run")
+    passwd = tmp_path / "passwd"
+    assert str(info.value) == f"cannot create run directory {passwd / 'run'}: {passwd} is a file"
+    with pytest.raises(RunError, match="is a file, not a directory"):
+        check_writable(tmp_path / "passwd")
+    assert files(tmp_path) == {"passwd": b"root:x:0:0\n"}
+
+
+def test_check_writable_refuses_a_read_only_filesystem(tmp_path):
+    with tmpfs(tmp_path / "ro", "ro,size=64k") as disk:
+        for folder in (disk, disk / "run"):
+            with pytest.raises(RunError) as info:
+                check_writable(folder)
+            assert str(info.value) == (
+                f"run directory {folder} is not writable ({disk}: read-only file system)"
+            )
+
+
+def test_check_writable_refuses_a_folder_without_write_permission(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as root: permissions do not stop this process")
+        with pytest.raises(RunError, match="permission denied"):
+            check_writable(locked / "run")
+    finally:
+        locked.chmod(0o700)
+
+
+# ------------------------------------------------------------------------------- stale temps
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_clean_stale_temps_removes_only_temps_of_dead_writers(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead, alive, own = dead_pid(), sleeper.pid, os.getpid()
+        names = {
+            f".checkpoint.pt.{dead}.tmp": True,  # killed mid-save
+            f".config.toml.{own}.tmp": True,  # this process is not writing it now
+            f".checkpoint.pt.{alive}.tmp": False,  # a live writer may still be at it
+            "notes.tmp": False,
+            ".hidden": False,
+            "checkpoint.pt": False,
+        }
+        for name in names:
+            (tmp_path / name).write_bytes(b"x")
+        removed = clean_stale_temps(tmp_path)
+        assert sorted(p.name for p in removed) == sorted(n for n, stale in names.items() if stale)
+        assert sorted(files(tmp_path)) == sorted(n for n, stale in names.items() if not stale)
+        clean_stale_temps(tmp_path, held=True)  # the lock holder owns every temp
+        assert sorted(files(tmp_path)) == [".hidden", "checkpoint.pt", "notes.tmp"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+# ------------------------------------------------------------------------------- RunLock
+
+HOLD = """
+import sys
+from fasttrain.rundir import RunLock
+lock = RunLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_run_lock_names_the_live_holder_and_is_taken_over_after_it_dies(tmp_path):
+    run_dir = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(RunError) as info:
+            RunLock(run_dir).acquire()
+        assert str(info.value) == (
+            f"run directory {run_dir} is in use by process {holder.pid}; "
+            "wait for it or choose another --out"
+        )
+    finally:
+        holder.kill()  # SIGKILL: no cleanup, the lock file still names the dead holder
+        holder.wait()
+    assert (run_dir / ".lock").read_text() == f"{holder.pid}\n"
+    (run_dir / f".checkpoint.pt.{holder.pid}.tmp").write_bytes(b"half a save")
+    with RunLock(run_dir) as lock:
+        assert lock.held
+        assert (run_dir / ".lock").read_text() == f"{os.getpid()}\n"
+        assert files(run_dir) == {".lock": f"{os.getpid()}\n".encode()}  # its temp is gone
+        with pytest.raises(RunError, match=f"in use by process {os.getpid()};"):
+            RunLock(run_dir).acquire()  # a second open file of this process is refused too
+    assert not lock.held
+    with RunLock(run_dir):  # released on exit
+        pass
+
+
+# ------------------------------------------------------------------------------- checkpoints
+
+
+def config_text(game="snake", algo="ppo", hidden=32, height=6) -> str:
+    """The saved config of a small CPU run (the runner saves all keys; any valid subset reads)."""
+    board = f"\n[game.snake]\nheight = {height}\nwidth = 6\n" if game == "snake" else ""
+    return (
+        f'[run]\nalgo = "{algo}"\ndevice = "cpu"\n\n[game]\nname = "{game}"\n{board}\n'
+        f"[model]\nhidden = {hidden}\n"
+    )
+
+
+def small_config(**settings) -> cfg.Config:
+    return cfg.from_dict(cfg.tomllib.loads(config_text(**settings)))
+
+
+def model_state(config: cfg.Config) -> dict:
+    spec = games.get(config.game.name)
+    obs_shape = spec.obs_shape(config.game_params())
+    return make_policy(obs_shape, spec.obs_dtype, spec.num_actions, config.model).state_dict()
+
+
+def write_checkpoint(path, weights_of: dict | None = None, **settings):
+    """A checkpoint as the runner writes it; ``weights_of`` picks a model of other settings."""
+    config = small_config(**settings)
+    state = {
+        "model": model_state(small_config(**(weights_of or settings))),
+        "config": config_text(**settings),
+        "identity": checkpoint.identity(config),
+    }
+    checkpoint.save(path, state)
+    return path
+
+
+def test_a_checkpoint_round_trips_and_plays(tmp_path):
+    path = write_checkpoint(tmp_path / "checkpoint.pt")
+    assert path.read_bytes().startswith(checkpoint.MAGIC)
+    state = checkpoint.load(tmp_path)
+    assert state["format"] == checkpoint.FORMAT
+    assert state["identity"] == checkpoint.identity(small_config())
+    act, params = checkpoint.load_agent(tmp_path, game="snake")
+    assert params["height"] == 6
+    assert act(torch.zeros((1, *state["identity"]["obs_shape"]), dtype=torch.uint8)).shape == (1,)
+    assert sorted(files(tmp_path)) == ["checkpoint.pt"]
+
+
+def test_a_format_1_checkpoint_still_loads(tmp_path):
+    config = small_config()
+    legacy = {"format": 1, "model": model_state(config), "config": config_text()}
+    torch.save(legacy, tmp_path / "checkpoint.pt")
+    assert checkpoint.load(tmp_path)["format"] == 1
+    checkpoint.load_agent(tmp_path, game="snake")
+    # its identity comes from its config
+    checkpoint.check_identity(checkpoint.load(tmp_path), config)
+    with pytest.raises(ConfigError, match=r"^checkpoint model.hidden = 32, this run has 64$"):
+        checkpoint.check_identity(checkpoint.load(tmp_path), small_config(hidden=64))
+
+
+def flip_a_payload_byte(data: bytes) -> bytes:
+    middle = checkpoint.HEADER + (len(data) - checkpoint.HEADER) // 2
+    return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
+
+
+def foreign_torch_file() -> bytes:
+    buffer = io.BytesIO()
+    torch.save({"weights": torch.zeros(3), "epoch": 7}, buffer)
+    return buffer.getvalue()
+
+
+BAD_FILES = {
+    "empty": (lambda good: b"", r"is empty$"),
+    "truncated": (lambda good: good[: len(good) // 2], r"is corrupt: truncated \(\d+ of \d+ B\)$"),
+    "truncated header": (lambda good: good[:20], r"is corrupt: truncated in its header$"),
+    "flipped byte": (flip_a_payload_byte, r"is corrupt: checksum mismatch$"),
+    "random bytes": (
+        lambda good: random.Random(0).randbytes(4096),
+        r"is corrupt or not a fasttrain checkpoint \(\w+\)$",
+    ),
+    "another program's torch file": (
+        lambda good: foreign_torch_file(),
+        r"is not a fasttrain checkpoint$",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_FILES)
+def test_a_bad_checkpoint_is_refused_in_one_line_and_left_alone(kind, tmp_path):
+    good = write_checkpoint(tmp_path / "checkpoint.pt").read_bytes()
+    damage, message = BAD_FILES[kind]
+    (tmp_path / "checkpoint.pt").write_bytes(damage(good))
+    before = files(tmp_path)
+    for read in (checkpoint.load, checkpoint.load_agent):
+        with pytest.raises(ConfigError, match=message) as info:
+            read(tmp_path)
+        assert "\n" not in str(info.value)
+        assert files(tmp_path) == before
+
+
+def test_weights_that_do_not_fit_the_model_are_refused_in_one_line(tmp_path):
+    write_checkpoint(tmp_path / "checkpoint.pt", weights_of={"hidden": 8})
+    before = files(tmp_path)
+    with pytest.raises(ConfigError, match=r"does not fit its ppo model: size mismatch") as info:
+        checkpoint.load_agent(tmp_path)
+    assert "\n" not in str(info.value)
+    assert files(tmp_path) == before
+
+
+def test_a_checkpoint_of_another_game_is_refused(tmp_path):
+    write_checkpoint(tmp_path / "checkpoint.pt", game="cartpole")
+    before = files(tmp_path)
+    with pytest.raises(ConfigError, match=r"^checkpoint was trained on 'cartpole', not 'snake'$"):
+        checkpoint.load_agent(tmp_path, game="snake")
+    state = checkpoint.load(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        checkpoint.check_identity(state, small_config())
+    assert str(info.value) == "checkpoint is for game 'cartpole', this run is 'snake'"
+    assert files(tmp_path) == before
+
+
+def test_check_identity_names_the_first_difference(tmp_path):
+    state = checkpoint.load(write_checkpoint(tmp_path / "checkpoint.pt"))
+    checkpoint.check_identity(state, small_config())
+    other = {
+        "dqn": ({"algo": "dqn"}, "checkpoint is for learner 'ppo', this run uses 'dqn'"),
+        "model": ({"hidden": 64}, "checkpoint model.hidden = 32, this run has 64"),
+        "params": ({"height": 8}, "checkpoint game.snake.height = 6, this run has 8"),
+    }
+    for settings, message in other.values():
+        with pytest.raises(ConfigError) as info:
+            checkpoint.check_identity(state, small_config(**settings))
+        assert str(info.value) == message
+    num_envs = state["identity"]["num_envs"]
+    with pytest.raises(
+        ConfigError, match=rf"^checkpoint ppo.num_envs = {num_envs}, this run has 3$"
+    ):
+        checkpoint.check_identity(state, small_config(), num_envs=3)
