@@ -117,30 +117,27 @@ class RunContext:
         else:
             self._masked_step(optimizer, parameters, finite)
 
+    @torch.no_grad()
     def _masked_step(self, optimizer, parameters, finite) -> None:
         """``optimizer.step()`` kept only where ``finite`` is true, with no host sync."""
-        tensors = [*parameters]
-        for p in parameters:
-            tensors += [
-                t for t in optimizer.state.get(p, {}).values() if isinstance(t, torch.Tensor)
-            ]
-        # same-device tensors only: Adam keeps its step counts on the CPU, and they advance
-        tensors = [t for t in tensors if t.device == finite.device]
-        backups = [self._backup(t) for t in tensors]
-        torch._foreach_copy_(backups, tensors)
+        before = {id(t): t for t in self._step_tensors(optimizer, parameters, finite.device)}
+        backups = {key: self._backup(t) for key, t in before.items()}
+        torch._foreach_copy_(list(backups.values()), list(before.values()))
         optimizer.step()
-        for t, b in zip(tensors, backups, strict=True):
-            torch.where(finite, t, b, out=t)
-        for p in parameters:  # state the step created (its first) starts from zero instead
-            for t in optimizer.state.get(p, {}).values():
-                if (
-                    isinstance(t, torch.Tensor)
-                    and id(t) not in self._backups
-                    and t.is_floating_point()
-                ):
-                    if t.device == finite.device:
-                        torch.where(finite, t, torch.zeros_like(t), out=t)
+        for t in self._step_tensors(optimizer, parameters, finite.device):
+            # state the step created (its first) starts from zero where the step is undone
+            undo = backups.get(id(t)) if id(t) in before else torch.zeros_like(t)
+            t.copy_(torch.where(finite, t, undo))
         self.skipped += ~finite
+
+    @staticmethod
+    def _step_tensors(optimizer, parameters, device) -> list[torch.Tensor]:
+        """Parameters and their optimizer state on ``device`` (Adam keeps its step counts on
+        the CPU: those still advance on an undone step)."""
+        tensors = list(parameters)
+        for p in parameters:
+            tensors += [t for t in optimizer.state.get(p, {}).values() if torch.is_tensor(t)]
+        return [t for t in tensors if t.device == device and t.is_floating_point()]
 
     def _backup(self, tensor: torch.Tensor) -> torch.Tensor:
         backup = self._backups.get(id(tensor))
