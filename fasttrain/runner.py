@@ -259,7 +259,11 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                     raise RunError(
                         f"stopped at step {trainer.global_step:,}: {consecutive_skips} updates in "
                         f"a row were skipped for a non-finite {what} (check rewards and settings); "
-                        f"the last good checkpoint in {out} is kept"
+                        + (
+                            f"the last good checkpoint in {out} is kept"
+                            if (out / checkpoint.FILENAME).exists()
+                            else "no checkpoint was written"
+                        )
                     )
 
                 # ---- LOG: a metrics.csv row every csv_every iterations, a line every interval_s
