@@ -58,11 +58,15 @@ def main():
 )
 def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
-    from fasttrain import checkpoint
-    from fasttrain import config as cfg
-    from fasttrain import games as registry
-    from fasttrain.runner import run as run_training
-
+    try:
+        from fasttrain import checkpoint  # torch and Numba load here: a Ctrl-C is caught
+        from fasttrain import config as cfg
+        from fasttrain import games as registry
+        from fasttrain.errors import ConfigError
+        from fasttrain.runner import run as run_training
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
     try:
         layers = []  # lowest precedence first; presets sit below all of them
         if resume:
@@ -89,9 +93,11 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
             flags.setdefault("game", {})[game_name] = {chosen: learner}
         config = cfg.build([*layers, ("command line", flags)])
         run_training(config, out=out, resume=resume)
-    except cfg.ConfigError as exc:
+    except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt as exc:  # the run saved its checkpoint first (see runner)
+    except KeyboardInterrupt as exc:  # a run saves its checkpoint first (see runner)
+        if not hasattr(exc, "exit_code"):
+            click.echo("interrupted", err=True)
         sys.exit(getattr(exc, "exit_code", 130))
 
 

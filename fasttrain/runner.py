@@ -8,6 +8,7 @@ and weights that are not finite are never saved. The same seed gives the same me
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -240,7 +241,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                 step_before = trainer.global_step
                 losses = trainer.iterate()
                 now = time.perf_counter()
-                last = trainer.iteration == trainer.num_iterations or stop.signum is not None
+                signum = stop.signum  # read once: a signal arriving now waits for the next boundary
+                last = trainer.iteration == trainer.num_iterations or signum is not None
                 if bar is not None:
                     bar.update(trainer.global_step - step_before)
 
@@ -290,8 +292,14 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                         )
                         if columns is None:
                             writer.writeheader()
-                    writer.writerow(row)
-                    metrics_file.flush()
+                    try:
+                        writer.writerow(row)
+                        metrics_file.flush()
+                    except OSError as exc:  # a full disk: say so, keep the last checkpoint
+                        raise RunError(
+                            f"{exc.strerror.lower()} writing {metrics_path}; the last "
+                            f"checkpoint in {out} is intact"
+                        ) from None
                     row_time, row_step = now, trainer.global_step
                 if now - echo_time >= config.log.interval_s or last:
                     sps = (trainer.global_step - echo_step) / (now - echo_time)
@@ -308,15 +316,16 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                     echo_time, echo_step = now, trainer.global_step
                 if trainer.iteration % config.run.checkpoint_interval == 0 or last:
                     save()
-                if stop.signum is not None:
-                    stopped_by = stop.signum
+                if signum is not None:
+                    stopped_by = signum
                     break
     except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
         stopped_by = signal.SIGINT
         echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
         raise RunInterrupted(stopped_by) from None
     finally:
-        metrics_file.close()
+        with contextlib.suppress(OSError):  # rows that could not be written were reported
+            metrics_file.close()
         if bar is not None:
             bar.render_finish()
 

@@ -166,6 +166,18 @@ def available_memory(device: torch.device) -> int | None:
     return None
 
 
+@contextlib.contextmanager
+def user_sizes(what: str):
+    """Turn an allocation the machine refuses (sizes a user chose) into one line."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as exc:
+        text = str(exc).lower()
+        if not isinstance(exc, MemoryError) and "alloc" not in text and "memory" not in text:
+            raise
+        raise ConfigError(f"{what} does not fit in memory: {str(exc).splitlines()[0]}") from None
+
+
 def check_memory(nbytes: int, what: str, device: torch.device) -> None:
     """Refuse, in one line and before allocating, buffers that cannot fit in memory."""
     available = available_memory(device)

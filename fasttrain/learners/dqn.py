@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
-from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile
+from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile, user_sizes
 from fasttrain.models import make_q_network
 
 PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
@@ -121,6 +121,8 @@ def validate(dqn: DQNConfig, where: str = "dqn") -> None:
     for key in ("learning_rate", "max_grad_norm"):
         if getattr(dqn, key) <= 0:
             raise ConfigError(f"{where}.{key} must be > 0, got {getattr(dqn, key)}")
+    if dqn.learning_rate > 10:  # Adam's first step would overflow float32 long before 1e38
+        raise ConfigError(f"{where}.learning_rate must be in (0, 10], got {dqn.learning_rate}")
     if dqn.prio_alpha < 0:
         raise ConfigError(f"{where}.prio_alpha must be >= 0, got {dqn.prio_alpha}")
 
@@ -291,9 +293,15 @@ class Trainer(TrainerBase):
         self.args = args = config.learner("dqn")
         super().__init__(config, args.num_envs)
         env = self.env
-        self.q_network = make_q_network(
-            env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device, args.dueling
-        )
+        with user_sizes(f"the model (model.hidden = {config.model.hidden})"):
+            self.q_network = make_q_network(
+                env.obs_shape,
+                env.obs_dtype,
+                env.num_actions,
+                config.model,
+                self.device,
+                args.dueling,
+            )
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=args.learning_rate)
         self.batch_size = args.batch_size

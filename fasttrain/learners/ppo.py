@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
-from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile
+from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile, user_sizes
 from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- CONFIG
@@ -76,6 +76,8 @@ def validate(ppo: PPOConfig, where: str = "ppo") -> None:
     for key in ("learning_rate", "clip_coef", "max_grad_norm"):
         if getattr(ppo, key) <= 0:
             raise ConfigError(f"{where}.{key} must be > 0, got {getattr(ppo, key)}")
+    if ppo.learning_rate > 10:  # Adam's first step would overflow float32 long before 1e38
+        raise ConfigError(f"{where}.learning_rate must be in (0, 10], got {ppo.learning_rate}")
     for key in ("ent_coef", "vf_coef", "target_kl"):
         if getattr(ppo, key) < 0:
             raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
@@ -91,9 +93,10 @@ class Trainer(TrainerBase):
         self.args = args = config.learner("ppo")
         super().__init__(config, args.num_envs)
         env = self.env
-        self.policy = make_policy(
-            env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device
-        )
+        with user_sizes(f"the model (model.hidden = {config.model.hidden})"):
+            self.policy = make_policy(
+                env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device
+            )
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=args.learning_rate, eps=1e-5)
         self.batch_size = args.num_envs * args.num_steps
         self.minibatch_size = self.batch_size // args.num_minibatches
