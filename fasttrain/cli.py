@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 
 import click
@@ -58,16 +61,42 @@ def main():
 )
 def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
+    # until the run's own handlers take over at its first iteration, a signal ends the process
+    # at once in one line: start-up writes nothing a run would need (and a KeyboardInterrupt
+    # inside an import can surface as another error, with a traceback)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _exit_now) for s in EXIT_CODES} if main_thread else {}
     try:
-        from fasttrain import checkpoint  # torch and Numba load here: a Ctrl-C is caught
-        from fasttrain import config as cfg
-        from fasttrain import games as registry
-        from fasttrain.errors import ConfigError
-        from fasttrain.runner import run as run_training
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+        _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _exit_now(signum, frame):
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    os._exit(EXIT_CODES[signum])
+
+
+def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
+    from pathlib import Path
+
+    from fasttrain import checkpoint
+    from fasttrain import config as cfg
+    from fasttrain import games as registry
+    from fasttrain.errors import ConfigError
+    from fasttrain.rundir import RunLock
+    from fasttrain.runner import run as run_training
+
     try:
+        if resume and Path(resume).is_dir():  # a live run is refused before its files are read
+            lock = RunLock(Path(resume))
+            lock.acquire()
+            lock.release()
         layers = []  # lowest precedence first; presets sit below all of them
         if resume:
             if out:

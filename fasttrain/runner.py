@@ -116,19 +116,21 @@ def json_safe(value):
 
 
 def trim_metrics(path: Path, global_step: int) -> list[str] | None:
-    """Drop rows of ``path`` past ``global_step`` (a resume repeats them); returns the header."""
+    """Drop rows of ``path`` past ``global_step`` (a resume repeats them) and a last row cut
+    short (a full disk or a kill mid-write); returns the header."""
     if not path.exists():
         return None
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    text = path.read_text()
+    complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    rows = list(csv.reader(io.StringIO(complete)))
     if not rows:
         return None
     header, body = rows[0], rows[1:]
-    kept = [row for row in body if row and int(float(row[0])) <= global_step]
-    if len(kept) != len(body):
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerows([header, *kept])
-        write_atomic(path, text.getvalue())
+    kept = [row for row in body if len(row) == len(header) and int(float(row[0])) <= global_step]
+    if len(kept) != len(body) or complete != text:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([header, *kept])
+        write_atomic(path, out.getvalue())
     return header
 
 
