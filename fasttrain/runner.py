@@ -83,6 +83,7 @@ class StopSignals:
 
     def _handle(self, signum, frame):
         if self.signum is not None:
+            self.signum = signum  # the second one names the exit code
             raise KeyboardInterrupt  # asked twice: give up the iteration in flight
         self.signum = signum
 
@@ -237,8 +238,9 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
         )
 
     stopped_by = None
+    stop = StopSignals()
     try:
-        with StopSignals() as stop:
+        with stop:
             while trainer.iteration < trainer.num_iterations:
                 step_before = trainer.global_step
                 losses = trainer.iterate()
@@ -322,7 +324,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                     stopped_by = signum
                     break
     except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
-        stopped_by = signal.SIGINT
+        stopped_by = stop.signum or signal.SIGINT
         echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
         raise RunInterrupted(stopped_by) from None
     finally:

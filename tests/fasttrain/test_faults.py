@@ -48,7 +48,7 @@ SETS = [
 ]
 ITERATION = 16 * 8  # environment steps per PPO iteration with SETS
 # long enough that a signal sent within 1.5 s of the first metrics row lands mid-run
-TOTAL = ITERATION * 300
+TOTAL = ITERATION * 200
 RNG = random.Random(20240612)
 # three random moments per signal, each 0-1.5 s after the run's first metrics row
 SIGNALLED = {
@@ -378,6 +378,56 @@ def test_the_resume_of_a_stopped_run_equals_a_straight_run_bit_for_bit(case, sto
     assert_same_run(got["out"], stopped["straight"])
 
 
+@pytest.fixture(scope="module")
+def stopped_twice(tmp_path_factory):
+    """A run with 0.5-1 s iterations and a checkpoint after each, sent its signal twice 50 ms
+    apart just after a save (both land inside the next iteration), once per signal, the two
+    at once: {signal: (folder, checkpoint bytes before, result)}."""
+    root = tmp_path_factory.mktemp("twice")
+    slow = sets("game.snake.ppo.num_steps=512", "run.checkpoint_interval=1")
+    procs = {
+        s: start_cli("run", "--steps", 8192 * 1000, "--out", root / s.name, *slow)
+        for s in EXIT_CODES
+    }
+    saved, before = {}, {}
+    deadline = time.monotonic() + 300
+    while len(before) < len(procs):
+        for signum, proc in procs.items():
+            path = root / signum.name / checkpoint.FILENAME
+            if signum in before or not path.exists():
+                continue
+            assert proc.poll() is None, finish(proc)
+            mtime = path.stat().st_mtime_ns
+            if saved.setdefault(signum, mtime) != mtime:  # a save just ended: send both now
+                before[signum] = path.read_bytes()
+                proc.send_signal(signum)
+                time.sleep(0.05)
+                proc.send_signal(signum)
+        assert time.monotonic() < deadline, "no second checkpoint in time"
+        time.sleep(0.002)
+    return {s: (root / s.name, before[s], finish(proc)) for s, proc in procs.items()}
+
+
+@pytest.mark.parametrize(
+    "signum",
+    [
+        signal.SIGINT,
+        signal.SIGTERM,
+    ],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(signum, stopped_twice):
+    out, before, result = stopped_twice[signum]
+    assert "Traceback" not in result.stderr and not result.stderr.strip(), result.stderr
+    assert result.stdout.strip().splitlines()[-1] == (
+        f"stopped at once: the last checkpoint in {out} is kept as it was"
+    )
+    assert (out / checkpoint.FILENAME).read_bytes() == before
+    assert temps(out) == []
+    if result.returncode != EXIT_CODES[signum]:
+        raise UserErrorBug(f"exit {result.returncode}, not {EXIT_CODES[signum]}")
+
+
 # ------------------------------------------------------------------------------- 2. live run
 
 
@@ -681,32 +731,70 @@ def test_out_in_a_read_only_folder_is_refused(tmp_path):
 # ------------------------------------------------------------------------------- Ctrl-C at start-up
 
 
-def assert_stopped_at_start_up(result: subprocess.CompletedProcess, out: Path):
-    """Exit 130 (or death by SIGINT, which a shell reports as 130 too), one line, no work."""
+def assert_stopped_at_start_up(result, out: Path, signum=signal.SIGINT):
+    """Exit 128 + the signal's number (or death by the signal, which a shell reports the same
+    way), one line, no work."""
     if "Traceback" in result.stderr:
         raise UserErrorBug(f"traceback (exit {result.returncode}):\n{result.stderr[-1500:]}")
-    if result.returncode not in (130, -signal.SIGINT):
-        raise UserErrorBug(f"exit {result.returncode}, not 130:\n{result.stderr[-1500:]}")
+    if result.returncode not in (EXIT_CODES[signum], -signum):
+        raise UserErrorBug(f"exit {result.returncode}, not {EXIT_CODES[signum]}:\n{result.stderr}")
     assert result.stderr.strip() == "interrupted", result.stderr
     assert not (out / checkpoint.FILENAME).exists()
 
 
-START_UP_MOMENTS = sorted(round(RNG.uniform(0.3, 1.0), 2) for _ in range(4))
+START_UP_MOMENTS = [
+    (signum, round(RNG.uniform(0.3, 1.0), 2))
+    for signum in (signal.SIGINT, signal.SIGINT, signal.SIGINT, signal.SIGTERM)
+]
 
 
+@pytest.mark.xfail(
+    strict=False,  # a race: it fails only when a moment lands before `run` takes the signals
+    raises=UserErrorBug,
+    reason="BUG, racy: see test_ctrl_c_while_the_cli_module_imports_exits_130_in_one_line",
+)
 def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
-    """Real SIGINTs at random moments 0.3-1 s after the start, before metrics.csv exists."""
-    procs = {}
-    for delay in START_UP_MOMENTS:
-        out = tmp_path / f"run{delay}"
-        procs[delay] = (out, start_cli("run", "--steps", 1280, "--out", out, *sets()))
-    began = time.monotonic()
-    for delay, (out, proc) in procs.items():
-        time.sleep(max(0.0, began + delay - time.monotonic()))
+    """Real SIGINTs (and a SIGTERM) at random moments 0.3-1 s after the start, before
+    metrics.csv exists."""
+    for signum, delay in START_UP_MOMENTS:
+        out = tmp_path / f"{signum.name}-{delay}"
+        proc = start_cli("run", "--steps", 1280, "--out", out, *sets())
+        time.sleep(delay)
         assert not has_rows(out), "start-up ended before the signal"
-        proc.send_signal(signal.SIGINT)
-    for out, proc in procs.values():
-        assert_stopped_at_start_up(finish(proc), out)
+        proc.send_signal(signum)
+        assert_stopped_at_start_up(finish(proc), out, signum)
+
+
+# A Ctrl-C the moment `python -m fasttrain.cli` imports fasttrain.bench, made certain: a meta-path
+# hook raises KeyboardInterrupt there, as the default SIGINT handler would (no handler of
+# fasttrain's is installed yet at that point, so the simulation is faithful)
+INTERRUPT_AT = """
+import runpy, sys
+class CtrlC:
+    fired = False
+    def find_spec(self, name, path=None, target=None):
+        if name == "fasttrain.bench" and not CtrlC.fired:
+            CtrlC.fired = True
+            print("Ctrl-C at", name, flush=True)
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+sys.argv[0] = "fasttrain"
+runpy.run_module("fasttrain.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=UserErrorBug,
+    reason="BUG: a SIGINT before the run command installs its handler (fasttrain/cli.py:68) - "
+    "while `python -m fasttrain.cli` imports click and fasttrain.bench (cli.py:231), ~0.1 s "
+    "idle and longer under load - ends in a KeyboardInterrupt traceback",
+)
+def test_ctrl_c_while_the_cli_module_imports_exits_130_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    result = finish(start("-c", INTERRUPT_AT, "run", "--steps", 128, "--out", out, *sets()))
+    assert result.stdout.startswith("Ctrl-C at fasttrain.bench\n"), result.stdout[:300]
+    assert_stopped_at_start_up(result, out)
 
 
 # ------------------------------------------------------------------------------- 5. NaN at run time
