@@ -138,10 +138,8 @@ class VecEnv:
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``."""
-        if seed is not None:
-            check_seed(seed)
         self._follow_torch_stream()
-        self._core.reset(seed)
+        self._core.reset(seed)  # checks the seed before changing anything
         return self.obs
 
     def step(
@@ -316,7 +314,7 @@ def make(
     """
     spec = games.get(game)
     params = spec.make_params(**game_params)
-    check_seed(seed)
+    check_seed(seed)  # before a GPU probe for "auto"; KernelEnv checks it again, cheaply
     backend = resolve_device("auto").backend if backend == "auto" else resolve_backend(backend)
     core = KernelEnv(spec, num_envs, backend, params, seed)
     env = VecEnv(core)
