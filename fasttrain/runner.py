@@ -135,21 +135,26 @@ def trim_metrics(path: Path, global_step: int) -> list[str] | None:
     return header
 
 
-def run(config: Config, out=None, resume=None, echo=click.echo) -> dict:
+def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> dict:
     """Train with ``config`` (any registered learner) into the run directory ``out``, or
-    continue the run in ``resume``; returns the run summary."""
+    continue the run in ``resume``; returns the run summary.
+
+    ``on_row(row)`` sees every metrics.csv row (a dict) as it is written; when it returns true
+    the run ends there as if finished (checkpoint, summary with ``stopped_early``). An exception
+    it raises ends the run with the last checkpoint kept (a sweep prunes trials that way).
+    """
     out = Path(resume if resume is not None else out or default_out(config))
     check_writable(out)
     lock = RunLock(out)
     try:
         if out.exists():  # a live run is refused before any work
             lock.acquire()
-        return _run(config, out, resume is not None, lock, echo)
+        return _run(config, out, resume is not None, lock, echo, on_row)
     finally:
         lock.release()
 
 
-def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
+def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     # ---- every check and compile happens before any write
     state = checkpoint.load(out) if resuming else None
     if state is not None:
@@ -238,6 +243,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
         )
 
     stopped_by = None
+    stopped_early = False
     stop = StopSignals()
     try:
         with stop:
@@ -305,6 +311,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                             f"checkpoint in {out} is intact"
                         ) from None
                     row_time, row_step = now, trainer.global_step
+                    if on_row is not None and on_row(row):
+                        stopped_early = last = True
                 if now - echo_time >= config.log.interval_s or last:
                     sps = (trainer.global_step - echo_step) / (now - echo_time)
                     echo(
@@ -322,6 +330,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
                     save()
                 if signum is not None:
                     stopped_by = signum
+                    break
+                if stopped_early:
                     break
     except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
         stopped_by = stop.signum or signal.SIGINT
@@ -344,6 +354,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo) -> dict:
         "episodic_length": json_safe(episode["length"]),
         "score": json_safe(episode["score"]),
         "interrupted": stopped_by is not None,
+        "stopped_early": stopped_early,
         "run_dir": str(out),
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
