@@ -1,4 +1,4 @@
-"""The ``fasttrain`` command line: games, play, run, bench."""
+"""The ``fasttrain`` command line: games, play, run, sweep, bench."""
 
 from __future__ import annotations
 
@@ -102,9 +102,7 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
             if out:
                 raise cfg.ConfigError("--resume continues in its own directory; drop --out")
             layers.append(("checkpoint", cfg.tomllib.loads(checkpoint.load(resume)["config"])))
-        if config_file:
-            layers.append((f"--config {config_file}", cfg.load_toml(config_file)))
-        layers.append(("--set", cfg.parse_set(sets)))
+        layers += cfg.user_layers(config_file, sets)
         flags: dict = {}
         for section, key, value in (
             ("run", "algo", algo),
@@ -226,6 +224,66 @@ def play(game, policy, checkpoint, steps, fps, seed):
             end = "died or won" if bool(terminated[0]) else "time limit"
             click.echo(f"episode {episode} ended ({end}): return {total:+.2f}")
             total, episode = 0.0, episode + 1
+
+
+@main.command("sweep")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Sweep file: a config TOML plus a [sweep] table (see examples/sweep_cartpole.toml).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Sweep directory; again with the same file continues the study "
+    "[default: runs/sweep-<game>-<algo>-<time>].",
+)
+@click.option(
+    "--trials", type=click.IntRange(min=1), default=None, help="Trials in the study (sweep.trials)."
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="Override one config or sweep key (repeatable), e.g. --set sweep.budget_s=20.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**32 - 1),
+    default=None,
+    help="Seed of the TPE sampler (sweep.seed).",
+)
+def sweep_command(config_file, out, trials, sets, seed):
+    """Search hyperparameters with Optuna; every trial is a run directory in --out."""
+    from fasttrain import config as cfg
+    from fasttrain import sweep
+    from fasttrain.errors import ConfigError
+
+    try:
+        sweep.require_optuna()  # first: without it nothing else matters
+        from fasttrain.runner import RunInterrupted
+
+        def terminate(signum, frame):  # between trials too: write the table, exit 143
+            raise RunInterrupted(signum)
+
+        spec = sweep.from_layers(cfg.user_layers(config_file, sets), trials=trials, seed=seed)
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
+        try:
+            results = sweep.sweep(spec, out)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt as exc:  # the trial in flight saved its checkpoint (see runner)
+        sys.exit(getattr(exc, "exit_code", 130))
+    if not any(r.state == "complete" for r in results):
+        raise click.ClickException("no trial completed; the notes above say why")
 
 
 from fasttrain.bench import bench  # noqa: E402

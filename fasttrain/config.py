@@ -28,7 +28,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from fasttrain import games
-from fasttrain.device import DEVICES
+from fasttrain.device import AMP_MODES, DEVICES
 from fasttrain.errors import ConfigError
 from fasttrain.learners import LEARNERS
 from fasttrain.models import MODEL_KINDS
@@ -45,10 +45,13 @@ class RunConfig:
     """seed of the environments, the network and the sampling"""
     device: str = "auto"
     """auto | cpu | cuda: where environments and learner run (auto: cuda when present)"""
-    amp: str = "off"
-    """off | bf16 | fp16: mixed precision for the update (fp16 uses a GradScaler; CUDA only)"""
+    amp: str = "auto"
+    """auto | off | bf16 | fp16: mixed precision of the networks (auto: bf16 where the CPU or GPU
+    computes it natively, off elsewhere; fp16 uses a GradScaler, CUDA only)"""
     compile: str = "off"
-    """off | default | reduce-overhead | max-autotune: torch.compile the network"""
+    """off | default | reduce-overhead | max-autotune: torch.compile the rollout forward pass
+    and the whole update step (loss, backward, optimizer); without a compiler it warns once and
+    runs eagerly"""
     torch_threads: int = 0
     """torch intra-op threads (0: one per core)"""
     numba_threads: int = 0
@@ -121,7 +124,7 @@ SECTIONS = _Sections()
 LEARNER_SECTIONS = LEARNERS.keys()  # may be overridden per game in [game.<name>.<learner>]
 CHOICES = {
     ("run", "device"): DEVICES,
-    ("run", "amp"): ("off", "bf16", "fp16"),
+    ("run", "amp"): AMP_MODES,
     ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
     ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),
@@ -265,7 +268,9 @@ def field_docs(cls) -> dict[str, str]:
 # ------------------------------------------------------------------------------- loading
 
 
-def _check_value(where: str, default, value, valid=None):
+def check_value(where: str, default, value, valid=None):
+    """``value`` checked against the type of ``default`` and the ``valid`` choices (an int
+    where a float goes comes back as a float); a one-line ConfigError naming ``where`` if not."""
     if isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):
@@ -294,7 +299,7 @@ def _section_values(name: str, cls, table: dict) -> dict:
         if key not in valid:
             raise ConfigError(f"unknown key {key!r} in [{name}]; valid: {', '.join(valid)}")
         default = valid[key].default
-        out[key] = _check_value(f"{name}.{key}", default, value, choices(section, key))
+        out[key] = check_value(f"{name}.{key}", default, value, choices(section, key))
     return out
 
 
@@ -332,6 +337,11 @@ def check_layer(data: dict, label: str = "config") -> Layer:
     if not isinstance(data, dict):
         raise ConfigError(f"{label}: expected a table of sections")
     unknown = set(data) - set(SECTIONS)
+    if "sweep" in unknown:  # a sweep file: a config plus [sweep], read by fasttrain sweep
+        raise ConfigError(
+            f"{label}: [sweep] is read by `fasttrain sweep --config FILE`; drop the table to "
+            "train once with these settings"
+        )
     if unknown:
         raise ConfigError(f"unknown section [{sorted(unknown)[0]}]; valid: {', '.join(SECTIONS)}")
     sections, per_game = {}, {}
@@ -400,13 +410,19 @@ def parse_set(assignments) -> dict:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw.strip()  # bare words such as cpu or snake
-        node = out
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {path}: {key} is a value, not a section")
-        node[keys[-1]] = value
+        put(out, keys, value, f"--set {path}")
     return out
+
+
+def put(tree: dict, keys, value, where: str) -> dict:
+    """Set ``tree[keys[0]][keys[1]]...`` to ``value``, making tables on the way."""
+    node = tree
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{where}: {key} is a value, not a section")
+    node[keys[-1]] = value
+    return tree
 
 
 def merge(base: dict, extra: dict) -> dict:
@@ -435,12 +451,15 @@ def load_toml(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
 
 
+def user_layers(path: str | os.PathLike | None = None, sets=()) -> list[tuple[str, dict]]:
+    """The ``--config`` file and ``--set`` items as raw ``(label, dict)`` layers, lowest first."""
+    layers = [(f"--config {path}", load_toml(path))] if path is not None else []
+    return [*layers, ("--set", parse_set(sets))]
+
+
 def load(path: str | os.PathLike | None = None, sets=(), overrides: dict | None = None) -> Config:
     """Defaults < presets < the TOML file at ``path`` < ``--set`` items < ``overrides``."""
-    layers = []
-    if path is not None:
-        layers.append((f"--config {path}", load_toml(path)))
-    layers.append(("--set", parse_set(sets)))
+    layers = user_layers(path, sets)
     if overrides:
         layers.append(("overrides", overrides))
     return build(layers)

@@ -15,6 +15,9 @@ from fasttrain.kernels import cuda_available
 from fasttrain.kernels.device import cuda_problem, simulator
 
 DEVICES = ("auto", "cpu", "cuda")
+AMP_MODES = ("auto", "off", "bf16", "fp16")
+# /proc/cpuinfo flags of CPUs that compute in bfloat16 natively (x86 AVX512-BF16 or AMX, Arm BF16)
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,39 @@ def resolve_device(name: str) -> Device:
         if problem:
             raise ConfigError(f"device 'cuda' is not available: {problem}")
     return Device(torch.device(name), name)
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):  # x86 | Arm
+                    return set(value.split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_bf16(device: Device) -> bool:
+    """True where bfloat16 matrix math runs natively: a GPU of compute capability 8.0 or more
+    (Ampere on), or a CPU with AVX512-BF16, AMX or Arm BF16. Elsewhere bf16 is emulated, slower
+    than float32."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device.torch)[0] >= 8
+    if device.type == "cpu":
+        return not cpu_flags().isdisjoint(BF16_CPU_FLAGS)
+    return False
+
+
+def resolve_amp(amp: str, device: Device) -> str:
+    """``run.amp`` to what the update uses: ``auto`` is ``bf16`` where ``native_bf16`` and
+    ``off`` elsewhere; ``fp16`` needs a GPU (one line otherwise)."""
+    if amp not in AMP_MODES:
+        raise ConfigError(f"unknown run.amp {amp!r}; valid: {', '.join(AMP_MODES)}")
+    if amp == "auto":
+        return "bf16" if native_bf16(device) else "off"
+    if amp == "fp16" and device.type != "cuda":
+        raise ConfigError("run.amp = 'fp16' needs device cuda; use 'bf16' on the CPU")
+    return amp

@@ -28,6 +28,9 @@ PYTHON_MAX_ENVS = 4096
 # One benchmark_training call builds a trainer and runs a warm-up iteration, the timed iterations
 # and the learner ceiling, so training repeats are whole calls and there are fewer of them.
 # --quick trains 64 envs instead of the default config's batch, which alone takes a minute here.
+# Time-to-target runs are capped by training seconds per run (and by the default config's
+# total_timesteps); a game without a budget is left out. --quick leaves Snake out: its runs take
+# minutes (the preset reaches score ~26 in ~4 minutes on 2 cores).
 FULL = dict(
     repeats=5,
     seconds=1.0,
@@ -35,6 +38,8 @@ FULL = dict(
     train_repeats=3,
     train_num_envs=None,
     sb3_n_steps=2048,
+    target_seeds=3,
+    target_budget_s={"cartpole": 60.0, "snake": 300.0, "sb3": 120.0},
 )
 QUICK = dict(
     repeats=3,
@@ -43,7 +48,14 @@ QUICK = dict(
     train_repeats=1,
     train_num_envs=64,
     sb3_n_steps=128,
+    target_seeds=1,
+    target_budget_s={"cartpole": 30.0, "sb3": 60.0},
 )
+# The time-to-target rows: game -> (metric, values) its default config is timed to reach; one run
+# per seed records every value. Stable-Baselines3 PPO runs beside cartpole's row, to the same
+# mean return on Gymnasium's CartPole-v1.
+TARGETS = {"cartpole": ("return", (475.0,)), "snake": ("score", (10.0, 20.0))}
+SB3_TARGET_GAME = "cartpole"
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,12 @@ class Plan:
     train_repeats: int  # benchmark_training calls per training row
     train_num_envs: int | None  # None: the game's default config
     sb3_n_steps: int
+    targets: bool  # time-to-target rows are measured
+    targets_only: bool  # and nothing else
+    target_games: dict[str, tuple[str, tuple[float, ...]]]  # game -> (metric, values) measured
+    sb3_target: float | None  # mean return SB3 PPO is timed to on CartPole-v1 (None: no row)
+    target_seeds: int  # runs per time-to-target row: seeds seed, seed + 1, ...
+    target_budget_s: dict[str, float]  # game (or "sb3") -> training seconds per run
     seed: int
     threads: int  # Numba and torch threads
     json_path: str | None
@@ -80,6 +98,16 @@ class Plan:
             "train_repeats": self.train_repeats,
             "train_num_envs": self.train_num_envs or "default config",
             "sb3_n_steps": self.sb3_n_steps,
+            "targets": {
+                "games": {
+                    g: {"metric": m, "values": list(v)} for g, (m, v) in self.target_games.items()
+                },
+                "sb3_return": self.sb3_target,
+                "seeds": self.target_seeds,
+                "budget_s": self.target_budget_s,
+            }
+            if self.targets
+            else None,
             "seed": self.seed,
         }
 
@@ -113,6 +141,8 @@ def make_plan(
     train_iterations,
     train_num_envs,
     seed,
+    targets=True,
+    targets_only=False,
 ) -> Plan:
     """The ``Plan`` of the CLI options; raises a one-line click error for a bad one."""
     import numba
@@ -137,6 +167,10 @@ def make_plan(
             raise click.UsageError(
                 "--plot needs matplotlib: pip install 'fasttrain[plot]'"
             ) from None
+    if targets_only and not targets:
+        raise click.UsageError("--targets-only and --no-targets leave nothing to measure")
+    if targets_only and plot_path:
+        raise click.UsageError("--plot draws the env rows, which --targets-only leaves out")
     for path in (json_path, plot_path):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise click.UsageError(f"folder of {path!r} does not exist")
@@ -152,8 +186,11 @@ def make_plan(
         backends = [b for b in backends if b in backend_names]
     preset = QUICK if quick else FULL
     repeats = repeats or preset["repeats"]
+    games = list(dict.fromkeys(game_names)) or valid
+    budgets = preset["target_budget_s"]
+    target_games = {g: TARGETS[g] for g in games if targets and g in TARGETS and g in budgets}
     return Plan(
-        games=list(dict.fromkeys(game_names)) or valid,
+        games=games,
         device=resolved,
         backends=backends,
         sweep={b: num_envs or (QUICK_SWEEP if quick else FULL_SWEEP)[b] for b in backends},
@@ -164,6 +201,12 @@ def make_plan(
         train_repeats=min(repeats, preset["train_repeats"]),
         train_num_envs=train_num_envs or preset["train_num_envs"],
         sb3_n_steps=preset["sb3_n_steps"],
+        targets=targets,
+        targets_only=targets_only,
+        target_games=target_games,
+        sb3_target=TARGETS[SB3_TARGET_GAME][1][0] if SB3_TARGET_GAME in target_games else None,
+        target_seeds=preset["target_seeds"],
+        target_budget_s=dict(budgets),
         seed=seed,
         threads=threads or max_threads,
         json_path=json_path,

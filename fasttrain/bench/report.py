@@ -16,7 +16,20 @@ import click
 from fasttrain.bench.plan import Plan
 from fasttrain.rundir import RunError, write_atomic
 
-NUMERIC_COLUMNS = ("num_envs", "SPS median", "min", "max", "speedup", "cold s", "warm s")
+NUMERIC_COLUMNS = (
+    "num_envs",
+    "SPS median",
+    "min",
+    "max",
+    "speedup",
+    "cold s",
+    "warm s",
+    "median s",
+    "steps",
+    "seeds",
+    "vs SB3",
+)
+SB3_LEARNER = "sb3-ppo"  # the learner of the Stable-Baselines3 rows
 
 
 @dataclass
@@ -25,6 +38,7 @@ class Results:
 
     rows: list[dict] = field(default_factory=list)  # make_row dicts
     compiles: list[dict] = field(default_factory=list)  # game, backend, cold/warm figures
+    targets: list[dict] = field(default_factory=list)  # make_target_row dicts
     skipped: list[dict] = field(default_factory=list)  # what, reason
 
     def skip(self, what: str, reason: str) -> None:
@@ -50,6 +64,61 @@ def make_row(game, kind, backend, num_envs, sps, note="", **extra) -> dict:
     }
 
 
+def finite_or_none(x) -> float | None:
+    """``x`` as a float, or None when it is missing, NaN or infinite (JSON has no inf)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def seed_spread(values: list) -> dict:
+    """Median, min and max over seeds of a time to target, where None (not reached) counts as
+    infinitely slow: the median is a number only when more than half the seeds reached it, and
+    None comes back for a figure that is not one."""
+    times = [math.inf if v is None else float(v) for v in values]
+    figures = {"median": statistics.median(times), "min": min(times), "max": max(times)}
+    return {k: finite_or_none(v) for k, v in figures.items()}
+
+
+def target_run(seed, seconds, steps, best, last, train_s, total_steps, ended) -> dict:
+    """One seed's run towards a target: training seconds and env steps at the first reach (None:
+    not reached), the best and last values seen, how long it trained and why it ``ended``
+    (``target``, ``budget`` or ``total_timesteps``)."""
+    return {
+        "seed": seed,
+        "reached": seconds is not None,
+        "seconds": finite_or_none(seconds),
+        "steps": steps,
+        "best": finite_or_none(best),
+        "last": finite_or_none(last),
+        "train_s": float(train_s),
+        "total_steps": int(total_steps),
+        "ended": ended,
+    }
+
+
+def make_target_row(game, learner, metric, value, budget_s, runs, note="", **extra) -> dict:
+    """A time-to-target row over the ``target_run`` dicts of its seeds: median, min and max of
+    the seconds and steps (None: not reached, see ``seed_spread``), and the best value seen."""
+    seconds = seed_spread([r["seconds"] for r in runs])
+    steps = seed_spread([r["steps"] for r in runs])
+    bests = [r["best"] for r in runs if r["best"] is not None]
+    return {
+        "game": game,
+        "learner": learner,
+        "metric": metric,
+        "target": float(value),
+        "budget_s": float(budget_s),
+        "seeds": [r["seed"] for r in runs],
+        "seeds_reached": sum(r["reached"] for r in runs),
+        **{f"seconds_{k}": v for k, v in seconds.items()},
+        **{f"steps_{k}": None if v is None else int(v) for k, v in steps.items()},
+        "best": max(bests) if bests else None,
+        "speedup_vs_sb3": None,
+        "runs": runs,
+        "note": note,
+        **extra,
+    }
+
+
 def gpu_memory_note(nbytes) -> str:
     """``", 1.2 GiB GPU"`` for a byte count, or ``""`` when there is none (CPU runs)."""
     return "" if nbytes is None else f", {nbytes / 2**30:.2f} GiB GPU"
@@ -61,6 +130,20 @@ def add_speedups(rows: list[dict]) -> None:
     for row in rows:
         if row["kind"] in ("env", "train", "ceiling") and row["game"] in baseline:
             row["speedup_vs_baseline"] = row["sps_median"] / baseline[row["game"]]
+
+
+def add_sb3_speedups(targets: list[dict]) -> None:
+    """Fill ``speedup_vs_sb3`` of fasttrain rows: SB3's median seconds to the same target over
+    theirs, where both reached it (``sb3_game`` of the SB3 row names the fasttrain game)."""
+    sb3 = {
+        (r["sb3_game"], r["metric"], r["target"]): r["seconds_median"]
+        for r in targets
+        if r["learner"] == SB3_LEARNER
+    }
+    for row in targets:
+        theirs = sb3.get((row["game"], row["metric"], row["target"]))
+        if row["learner"] != SB3_LEARNER and theirs is not None and row["seconds_median"]:
+            row["speedup_vs_sb3"] = theirs / row["seconds_median"]
 
 
 def check_figures(rows: list[dict]) -> None:
@@ -130,6 +213,46 @@ def compile_table(compiles: list[dict]) -> str:
         ]
         for c in compiles
     ]
+    return format_table(header, body)
+
+
+def reached_text(row: dict) -> str:
+    """The median seconds, or what was reached instead: ``not reached in 60 s (best 212)``."""
+    seconds = row["seconds_median"]
+    if seconds is not None:
+        return f"{seconds:.2f}" if seconds < 10 else f"{seconds:.1f}"
+    runs = row["runs"]
+    if any(r["ended"] == "budget" for r in runs):
+        limit = f"{row['budget_s']:g} s"
+    else:
+        limit = f"{human(max(r['total_steps'] for r in runs))} steps"
+    best = "none" if row["best"] is None else f"{row['best']:.3g}"
+    return f"not reached in {limit} (best {best})"
+
+
+def targets_table(targets: list[dict]) -> str:
+    """One line per time-to-target row: median training seconds over seeds, steps, how many
+    seeds reached the target and how many times faster than SB3 to the same target."""
+    header = ["game", "learner", "target", "median s", "steps", "seeds", "vs SB3", "note"]
+    body = []
+    for r in targets:
+        speedup = r["speedup_vs_sb3"]
+        if speedup is None:
+            versus = ""
+        else:
+            versus = f"{speedup:.1f}x faster" if speedup >= 1 else f"{1 / speedup:.1f}x slower"
+        body.append(
+            [
+                r["game"],
+                r["learner"],
+                f"{r['metric']} {r['target']:g}",
+                reached_text(r),
+                "-" if r["steps_median"] is None else human(r["steps_median"]),
+                f"{r['seeds_reached']}/{len(r['seeds'])}",
+                versus,
+                r["note"],
+            ]
+        )
     return format_table(header, body)
 
 
@@ -262,12 +385,21 @@ def report(plan: Plan, results: Results, machine: dict, started: float) -> None:
     rows = results.rows
     add_speedups(rows)
     check_figures(rows)
+    add_sb3_speedups(results.targets)
     click.echo(
         f"\nfasttrain bench on {machine['cpu']} ({machine['cpu_count']} cores, "
-        f"{plan.threads} threads, GPU: {machine['gpu'] or 'none'}); "
-        f"median of {plan.repeats} x {plan.seconds:g} s"
+        f"{plan.threads} threads, GPU: {machine['gpu'] or 'none'})"
+        + ("" if plan.targets_only else f"; median of {plan.repeats} x {plan.seconds:g} s")
     )
-    click.echo(results_table(rows))
+    if rows:
+        click.echo(results_table(rows))
+    if results.targets:
+        seeds = plan.target_seeds
+        click.echo(
+            "\ntime to target: training seconds until the mean of recently ended episodes first "
+            f"reaches it (median of {seeds} seed{'s' * (seeds > 1)})"
+        )
+        click.echo(targets_table(results.targets))
     if results.compiles:
         click.echo("\ncompile (single fresh-process runs)")
         click.echo(compile_table(results.compiles))
@@ -288,6 +420,7 @@ def report(plan: Plan, results: Results, machine: dict, started: float) -> None:
             "settings": plan.settings(),
             "results": rows,
             "compile": results.compiles,
+            "targets": results.targets,
             "skipped": results.skipped,
         }
         write_json(plan.json_path, data)

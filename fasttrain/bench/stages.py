@@ -18,8 +18,15 @@ import time
 
 import click
 
-from fasttrain.bench.plan import PYTHON_MAX_ENVS, Plan
-from fasttrain.bench.report import Results, gpu_memory_note, make_row
+from fasttrain.bench.plan import PYTHON_MAX_ENVS, SB3_TARGET_GAME, TARGETS, Plan
+from fasttrain.bench.report import (
+    SB3_LEARNER,
+    Results,
+    gpu_memory_note,
+    make_row,
+    make_target_row,
+    target_run,
+)
 
 ACTION_POOL_BYTES = 16 << 20  # random actions drawn beforehand and cycled, at most this much
 TRAIN_KEYS = ("sps", "time_env", "time_forward", "time_learn", "time_other", "ceiling_sps")
@@ -159,14 +166,23 @@ def bench_compile(game: str, backend: str, cache: str, threads: int) -> dict:
 
 
 def bench_train(
-    algo: str, game: str, device: str, iterations: int, repeats: int, num_envs=None, seed=0
+    algo: str,
+    game: str,
+    device: str,
+    iterations: int,
+    repeats: int,
+    num_envs=None,
+    seed=0,
+    threads=None,
 ):
     """Results of ``repeats`` calls of ``benchmark_training`` for ``algo`` (each warms up)."""
     from fasttrain.bench.training import benchmark_training
 
     results = []
     for _ in range(repeats):
-        result = benchmark_training(algo, game, device, iterations, num_envs=num_envs, seed=seed)
+        result = benchmark_training(
+            algo, game, device, iterations, num_envs=num_envs, seed=seed, threads=threads
+        )
         missing = [key for key in TRAIN_KEYS if key not in result]
         if missing:
             raise KeyError(f"benchmark_training returned no {', '.join(missing)}")
@@ -215,6 +231,47 @@ def bench_sb3(n_steps: int, repeats: int, seed=0, n_envs=8):
         sps.append(batch / (time.perf_counter() - start))
     venv.close()
     return sps
+
+
+def target_config(game: str, seed: int, device: str, threads: int):
+    """The default config of ``game`` (its tuned presets) for a time-to-target run, quiet."""
+    from fasttrain import config as cfg
+
+    # threads are the bench's, not a learning setting: the trainer would take every core
+    settings = {"seed": seed, "device": device, "torch_threads": threads, "numba_threads": threads}
+    log = {"interval_s": 1e9, "progress": False}
+    return cfg.build([("bench", {"game": {"name": game}, "run": settings, "log": log})])
+
+
+def time_to_target(config, metric: str, values, budget_s: float) -> list[dict]:
+    """One run of ``config`` until the mean ``metric`` has reached every one of ``values``, it
+    has trained ``budget_s`` seconds, or it ends at its total_timesteps: a ``target_run`` per
+    value."""
+    from fasttrain.runner import run
+    from fasttrain.targets import Target, watch
+
+    targets = [Target(metric, value) for value in values]
+    reached_all = watch(*targets)
+    trained = [0.0]  # training seconds at the last metrics row
+
+    def on_row(row: dict) -> bool:
+        trained[0] = float(row["time_s"])
+        return reached_all(row) or trained[0] >= budget_s
+
+    with tempfile.TemporaryDirectory(prefix="fasttrain-bench-target-") as folder:
+        out = os.path.join(folder, "run")
+        summary = run(config, out=out, echo=lambda *_, **__: None, on_row=on_row)
+    if all(t.reached for t in targets):
+        ended = "target"
+    elif trained[0] >= budget_s:
+        ended = "budget"
+    else:
+        ended = "total_timesteps"
+    steps, seed = summary["global_step"], config.run.seed
+    return [
+        target_run(seed, t.seconds, t.steps, t.best, t.last, trained[0], steps, ended)
+        for t in targets
+    ]
 
 
 # ---------------------------------------------------------------- STAGES
@@ -273,6 +330,7 @@ def training_stage(plan: Plan, results: Results, game: str) -> None:
                 plan.train_repeats,
                 plan.train_num_envs,
                 plan.seed,
+                plan.threads,
             )
         except ImportError as exc:
             results.skip(what, f"benchmark_training for {algo} not available ({exc})")
@@ -337,21 +395,109 @@ def peer_stage(plan: Plan, results: Results) -> None:
         results.rows.append(make_row("CartPole-v1", "peer", "sb3-ppo", 8, sps, note))
 
 
+def targets_stage(plan: Plan, results: Results) -> None:
+    """Training seconds of each game's default config to its targets, seed by seed, and of
+    Stable-Baselines3 PPO to the same CartPole return, when installed."""
+    if not plan.targets:
+        return
+    device = plan.device.type
+    seeds = [plan.seed + k for k in range(plan.target_seeds)]
+    for game in plan.games:
+        if game not in plan.target_games:
+            reason = (
+                "left out with --quick: each run takes minutes (run without --quick)"
+                if game in TARGETS
+                else f"no target is set for {game}"
+            )
+            results.skip(f"targets {game}", reason)
+    for game, (metric, values) in plan.target_games.items():
+        budget = plan.target_budget_s[game]
+        wanted = f"{metric} {', '.join(f'{v:g}' for v in values)}"
+        runs = []  # per seed, a target_run per value
+        try:
+            for seed in seeds:
+                config = target_config(game, seed, device, plan.threads)
+                progress(
+                    f"{game} {config.run.algo} seed {seed}: time to {wanted} (<= {budget:g} s)"
+                )
+                runs.append(time_to_target(config, metric, values, budget))
+        except Exception as exc:  # a broken run should not lose the other figures
+            results.skip(f"targets {game}", f"the run failed: {exc!r}")
+            continue
+        learner = config.learner()
+        note = (
+            f"default config: {learner.num_envs} envs, {device}; "
+            f"at most {budget:g} s or {learner.total_timesteps:,} steps"
+        )
+        for k, value in enumerate(values):
+            per_seed = [seed_runs[k] for seed_runs in runs]
+            row = make_target_row(game, config.run.algo, metric, value, budget, per_seed, note)
+            results.targets.append(row)
+    if plan.sb3_target is not None:
+        sb3_target_stage(plan, results, seeds)
+
+
+def sb3_target_stage(plan: Plan, results: Results, seeds: list[int]) -> None:
+    """Stable-Baselines3 PPO with RL-Zoo's CartPole-v1 settings to ``plan.sb3_target``."""
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        reason = "stable-baselines3 is not installed (pip install 'fasttrain[sb3]')"
+        results.skip("targets stable-baselines3", reason)
+        return
+    import torch
+
+    from fasttrain.bench.sb3_target import ZOO_N_ENVS, ZOO_N_TIMESTEPS, sb3_time_to_target
+
+    torch.set_num_threads(plan.threads)  # a trainer built before may have taken every core
+    budget = plan.target_budget_s["sb3"]
+    runs = []
+    try:
+        for seed in seeds:
+            progress(
+                f"stable-baselines3 PPO CartPole-v1 seed {seed}: time to return "
+                f"{plan.sb3_target:g} (<= {budget:g} s)"
+            )
+            runs.append(sb3_time_to_target(plan.sb3_target, seed, budget))
+    except Exception as exc:  # a broken peer should not lose the other figures
+        results.skip("targets stable-baselines3", f"the run failed: {exc!r}")
+        return
+    note = (
+        f"RL-Zoo settings: {ZOO_N_ENVS} envs, cpu; at most {budget:g} s or "
+        f"{ZOO_N_TIMESTEPS:,} steps; mean over each rollout's episodes"
+    )
+    row = make_target_row(
+        "CartPole-v1",
+        SB3_LEARNER,
+        "return",
+        plan.sb3_target,
+        budget,
+        runs,
+        note,
+        sb3_game=SB3_TARGET_GAME,  # the fasttrain game whose row it is compared with
+    )
+    results.targets.append(row)
+
+
 def run_stages(plan: Plan) -> Results:
     """Every stage of the plan in order: compile, then per game env, baseline and training,
-    then the peers. Compiled kernels go to a new cache, removed at the end."""
+    then the peers, then the time-to-target runs. Compiled kernels go to a new cache, removed at
+    the end. With ``targets_only`` only the last stage runs, on the usual cache (compiling is
+    outside its timings)."""
     results = Results()
     cache = tempfile.mkdtemp(prefix="fasttrain-bench-cache-")
     previous_cache = os.environ.get("FASTTRAIN_CACHE_DIR")
     try:
-        compile_stage(plan, results, cache)
-        # this process reuses the cache just filled, so no compile lands inside a timing
-        os.environ["FASTTRAIN_CACHE_DIR"] = cache
-        for game in plan.games:
-            env_stage(plan, results, game)
-            baseline_stage(plan, results, game)
-            training_stage(plan, results, game)
-        peer_stage(plan, results)
+        if not plan.targets_only:
+            compile_stage(plan, results, cache)
+            # this process reuses the cache just filled, so no compile lands inside a timing
+            os.environ["FASTTRAIN_CACHE_DIR"] = cache
+            for game in plan.games:
+                env_stage(plan, results, game)
+                baseline_stage(plan, results, game)
+                training_stage(plan, results, game)
+            peer_stage(plan, results)
+        targets_stage(plan, results)
     finally:
         if previous_cache is None:
             os.environ.pop("FASTTRAIN_CACHE_DIR", None)

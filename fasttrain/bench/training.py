@@ -18,6 +18,7 @@ def benchmark_training(
     iterations: int = 3,
     num_envs: int | None = None,
     seed: int = 0,
+    threads: int | None = None,
 ) -> dict:
     """End-to-end SPS of learner ``algo`` on ``game`` with its default config, the time split
     and the learner-only ceiling (the learner's ``bench`` settings applied)."""
@@ -26,6 +27,8 @@ def benchmark_training(
     if num_envs is not None:
         settings["num_envs"] = num_envs
     overrides = {"game": {"name": game}, "run": {"algo": algo, "device": device, "seed": seed}}
+    if threads:  # torch and Numba threads (0 in the config: one per core)
+        overrides["run"].update(torch_threads=threads, numba_threads=threads)
     if settings:
         overrides[algo] = settings
     config = cfg.build([("bench", overrides)])

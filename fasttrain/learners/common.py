@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fasttrain.device import Device, resolve_device
+from fasttrain.device import Device, resolve_amp, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.vecenv import VecEnv, make
 
@@ -28,6 +28,18 @@ def setup_threads(run) -> None:
         torch.backends.cudnn.benchmark = True
 
 
+def warn_once(warn):
+    """``warn`` that prints only its first message (one compile warning per run)."""
+    said = []
+
+    def once(message: str) -> None:
+        if not said:
+            said.append(message)
+            warn(message)
+
+    return once
+
+
 def maybe_compile(module, mode: str, example: torch.Tensor, warn=print):
     """``torch.compile`` the network; on any failure warn once and return it uncompiled."""
     if mode == "off":
@@ -40,6 +52,129 @@ def maybe_compile(module, mode: str, example: torch.Tensor, warn=print):
     except Exception as exc:  # compilation needs a compiler toolchain; never fatal
         warn(f"warning: torch.compile({mode}) failed, running eagerly: {type(exc).__name__}")
         return module
+
+
+OPTIMIZERS = ("adam", "muon")
+
+
+def check_optimizer(name: str, where: str) -> None:
+    """One line for an optimizer this torch lacks (Muon came with torch 2.9)."""
+    if name not in OPTIMIZERS:
+        raise ConfigError(f"unknown {where}.optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
+    if name == "muon" and not hasattr(torch.optim, "Muon"):
+        raise ConfigError(
+            f"{where}.optimizer = 'muon' needs torch >= 2.9 (this is {torch.__version__}); "
+            "use 'adam' or upgrade torch"
+        )
+
+
+class Optimizers:
+    """Several optimizers stepped as one, each over its own parameters (Muon's matrices and
+    Adam's rest); ``param_groups``, ``state`` and the state dict cover them all."""
+
+    def __init__(self, optimizers: list):
+        self.optimizers = optimizers
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [group for o in self.optimizers for group in o.param_groups]
+
+    @property
+    def state(self) -> dict:
+        return {p: s for o in self.optimizers for p, s in o.state.items()}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for o in self.optimizers:
+            o.step()
+
+    def state_dict(self) -> dict:
+        return {"optimizers": [o.state_dict() for o in self.optimizers]}
+
+    def load_state_dict(self, state: dict) -> None:
+        states = state.get("optimizers") if isinstance(state, dict) else None
+        if not isinstance(states, list) or len(states) != len(self.optimizers):
+            raise ValueError("the checkpoint's optimizer is not this run's")
+        for o, s in zip(self.optimizers, states, strict=True):
+            o.load_state_dict(s)
+
+
+def adam(params, lr: float, eps: float) -> torch.optim.Adam:
+    """Adam, fused into one kernel per step where this torch and device support it (CUDA, and
+    the CPU from torch 2.4), else the default implementation."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
+def make_optimizer(name: str, model: torch.nn.Module, lr: float, eps: float = 1e-5):
+    """``adam``: Adam over every parameter. ``muon``: ``torch.optim.Muon`` over the torso's
+    weight matrices (learning rate scaled to match Adam's update size, so one learning rate
+    serves both) and Adam over biases, convolutions and the output heads. Each group keeps
+    the same rate (``set_learning_rate`` schedules them together)."""
+    matrices = [p for n, p in model.named_parameters() if n.startswith("torso.") and p.ndim == 2]
+    if name == "adam" or not matrices:
+        optimizer = adam(model.parameters(), lr, eps)
+    else:
+        chosen = {id(p) for p in matrices}
+        rest = [p for p in model.parameters() if id(p) not in chosen]
+        muon = torch.optim.Muon(matrices, lr=lr, weight_decay=0.0, adjust_lr_fn="match_rms_adamw")
+        optimizer = Optimizers([muon, adam(rest, lr, eps)])
+    return optimizer
+
+
+def set_learning_rate(optimizer, lr: float) -> None:
+    """Every parameter group's learning rate to ``lr`` (a schedule's step)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+class CompiledStep:
+    """A training step under ``torch.compile`` (``mode`` ``off`` runs it as it is).
+
+    Compilation happens at the first call; where it fails (no C++ compiler for the CPU, an
+    unsupported torch) the step warns once and runs eagerly from then on. Only the first call is
+    guarded: it fails while compiling, before the step changes any weight.
+    """
+
+    def __init__(self, fn, mode: str, warn=print):
+        self.eager = fn
+        self.mode = mode
+        self.warn = warn
+        self.first = mode != "off"
+        self.fn = fn
+        if self.first:
+            try:
+                self.fn = torch.compile(fn, mode=None if mode == "default" else mode)
+            except Exception as exc:  # a torch without a compiler for this platform
+                self._fall_back(exc)
+
+    def _fall_back(self, exc: Exception) -> None:
+        reason = (str(exc).splitlines() or [""])[0][:200]
+        self.warn(
+            f"warning: torch.compile({self.mode}) of the update step failed, running "
+            f"eagerly: {type(exc).__name__}: {reason}"
+        )
+        self.fn, self.first = self.eager, False
+
+    @property
+    def compiled(self) -> bool:
+        return self.fn is not self.eager
+
+    def __call__(self, *args):
+        if not self.first:
+            return self.fn(*args)
+        self.first = False
+        try:
+            return self.fn(*args)
+        except Exception as exc:  # compilation needs a toolchain; never fatal
+            self._fall_back(exc)
+            return self.fn(*args)
 
 
 @dataclass
@@ -97,16 +232,19 @@ class RunContext:
         """
         parameters = list(parameters)
         optimizer.zero_grad(set_to_none=True)
+        parts = getattr(optimizer, "optimizers", [optimizer])
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
-            self.scaler.unscale_(optimizer)
+            for part in parts:
+                self.scaler.unscale_(part)
         else:
             loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
         finite = torch.isfinite(norm) & torch.isfinite(loss.detach())
         self.updates += 1
         if self.scaler is not None:  # GradScaler skips non-finite steps itself
-            self.scaler.step(optimizer)
+            for part in parts:
+                self.scaler.step(part)
             self.scaler.update()
             self.skipped += ~finite
         elif self.device.type == "cpu" and not self.masked_steps:
@@ -192,8 +330,7 @@ def start_run(config, num_envs: int) -> RunContext:
     """Device, threads, seeds, the environments and precision; every check runs before work."""
     run = config.run
     device = resolve_device(run.device)
-    if run.amp == "fp16" and device.type != "cuda":
-        raise ConfigError("run.amp = 'fp16' needs device cuda; use 'bf16' on the CPU")
+    amp = resolve_amp(run.amp, device)
     setup_threads(run)
     torch.manual_seed(run.seed)
     generator = torch.Generator(device=device.torch).manual_seed(run.seed)
@@ -207,8 +344,8 @@ def start_run(config, num_envs: int) -> RunContext:
         )
     except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, named in one line
         raise ConfigError(str(exc).splitlines()[0]) from None
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(run.amp)
-    scaler = torch.amp.GradScaler("cuda") if run.amp == "fp16" else None
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
+    scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
     return RunContext(device, generator, env, amp_dtype, scaler)
 
 
@@ -279,8 +416,14 @@ class TrainerBase:
             self.env.load_state_dict(state["env"])
         except ValueError as exc:
             raise ConfigError(f"checkpoint does not fit this run: {exc}") from None
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                "checkpoint's optimizer state does not fit this run's optimizer; resume with "
+                "the optimizer it was written with"
+            ) from None
         self.global_step = state["global_step"]
         self.iteration = state["iteration"]
-        self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])

@@ -16,7 +16,17 @@ import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
-from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile, user_sizes
+from fasttrain.learners.common import (
+    CompiledStep,
+    TrainerBase,
+    check_memory,
+    check_optimizer,
+    make_optimizer,
+    maybe_compile,
+    set_learning_rate,
+    user_sizes,
+    warn_once,
+)
 from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- CONFIG
@@ -31,7 +41,10 @@ class PPOConfig:
     num_steps: int = 128
     """steps per environment per rollout"""
     learning_rate: float = 1e-3
-    """Adam learning rate"""
+    """learning rate of the optimizer"""
+    optimizer: str = "adam"
+    """adam | muon: muon steps the hidden weight matrices with torch.optim.Muon (torch >= 2.9)
+    and the rest with Adam"""
     anneal_lr: bool = True
     """decay the learning rate linearly to 0 over total_timesteps"""
     gamma: float = 0.99
@@ -81,6 +94,7 @@ def validate(ppo: PPOConfig, where: str = "ppo") -> None:
     for key in ("ent_coef", "vf_coef", "target_kl"):
         if getattr(ppo, key) < 0:
             raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
+    check_optimizer(ppo.optimizer, where)
 
 
 # ------------------------------------------------------------------------------- SETUP
@@ -97,7 +111,7 @@ class Trainer(TrainerBase):
             self.policy = make_policy(
                 env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device
             )
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=args.learning_rate, eps=1e-5)
+        self.optimizer = make_optimizer(args.optimizer, self.policy, args.learning_rate, eps=1e-5)
         self.batch_size = args.num_envs * args.num_steps
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
@@ -124,7 +138,9 @@ class Trainer(TrainerBase):
         self.obs[0].copy_(env.obs)
         # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
         self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
+        warn = warn_once(warn)  # one compile warning covers the rollout and the update
         self.act_policy = maybe_compile(self.policy, config.run.compile, self.obs[0], warn)
+        self.train_step = CompiledStep(self._train_step, config.run.compile, warn)
         # the advantage kernel's arguments are converted once; CPU tensors as NumPy views
         gae_args = (
             self.rewards,
@@ -245,12 +261,21 @@ class Trainer(TrainerBase):
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
         return loss, stats
 
+    def _train_step(self, mb: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on minibatch ``mb`` (loss, backward, clipping, the step; skipped
+        when not finite); returns the loss stats. ``run.compile`` compiles it whole."""
+        loss, stats = self.loss(mb)
+        self.ctx.optimizer_step(
+            self.optimizer, loss, self.policy.parameters(), self.args.max_grad_norm
+        )
+        return stats
+
     def update(self) -> dict:
         args = self.args
         t0 = time.perf_counter()
         if args.anneal_lr:
             frac = 1.0 - self.iteration / self.num_iterations
-            self.optimizer.param_groups[0]["lr"] = frac * args.learning_rate
+            set_learning_rate(self.optimizer, frac * args.learning_rate)
         # flat views of the rollout: b_ prefixes, as in CleanRL
         self.b_obs = self.obs[:-1].reshape(self.batch_size, *self.env.obs_shape)
         self.b_actions = self.actions.reshape(-1)
@@ -262,10 +287,7 @@ class Trainer(TrainerBase):
         updates = 0
         for _epoch in range(args.update_epochs):
             for mb in self.minibatches():
-                loss, stats = self.loss(mb)
-                self.ctx.optimizer_step(
-                    self.optimizer, loss, self.policy.parameters(), args.max_grad_norm
-                )
+                stats = self.train_step(mb)
                 totals += stats
                 updates += 1
             if args.target_kl > 0 and float(stats[3]) > args.target_kl:  # one sync per epoch

@@ -5,15 +5,20 @@ Speed is never asserted here; only that every figure is there, positive, finite 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 
 from fasttrain.bench import parse_num_envs, time_repeats
+from fasttrain.bench.plan import make_plan
+from fasttrain.bench.report import Results, machine_info, report, seed_spread
+from fasttrain.bench.stages import targets_stage
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY = [
@@ -115,6 +120,14 @@ def test_json_peer_rows_or_a_skip_note(tiny_run, module, backend, what):
         assert not peers and what in skipped
 
 
+def test_quick_leaves_snake_targets_out_and_says_so(tiny_run):
+    _, data, _ = tiny_run
+    assert data["targets"] == []  # --game snake: no cartpole row, so no SB3 row either
+    (note,) = [s for s in data["skipped"] if s["what"] == "targets snake"]
+    assert "--quick" in note["reason"]
+    assert data["settings"]["targets"]["games"] == {} and data["settings"]["targets"]["seeds"] == 1
+
+
 def test_json_records_the_machine_and_threads(tiny_run):
     _, data, _ = tiny_run
     machine = data["machine"]
@@ -147,6 +160,8 @@ def test_plot_is_a_png(tiny_run):
         (["--threads", "100000"], "NUMBA_NUM_THREADS"),
         (["--backend", "gpu"], "'gpu' is not one of 'python', 'cpu', 'cuda'"),
         (["--device", "cpu", "--backend", "cuda"], "--backend cuda needs --device cuda"),
+        (["--targets-only", "--no-targets"], "leave nothing to measure"),
+        (["--targets-only", "--plot", "x.png"], "--targets-only leaves out"),
     ],
 )
 def test_bad_input_fails_before_measuring(args, message, tmp_path):
@@ -214,3 +229,105 @@ def test_time_repeats_counts_env_steps():
     sps = time_repeats(run, steps_per_call=10, repeats=3, seconds=0.01)
     assert len(sps) == 3 and all(s > 0 for s in sps)
     assert calls[0] == 1  # warm-up first, outside the timings
+
+
+# ------------------------------------------------------------------------------- time to target
+
+
+def target_plan(tmp_path, **changes):
+    """A targets-only plan on cartpole (cpu, 1 thread, 1 seed) with ``changes`` applied."""
+    plan = make_plan(
+        game_names=("cartpole",),
+        device="cpu",
+        num_envs=None,
+        backend_names=(),
+        quick=True,
+        json_path=str(tmp_path / "bench.json"),
+        plot_path=None,
+        threads=1,
+        repeats=None,
+        seconds=None,
+        train_iterations=None,
+        train_num_envs=None,
+        seed=0,
+        targets=True,
+        targets_only=True,
+    )
+    return dataclasses.replace(plan, target_seeds=1, **changes)
+
+
+def test_seed_spread_is_the_median_with_unreached_seeds_as_infinitely_slow():
+    assert seed_spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}
+    assert seed_spread([4.0, 1.0, 2.0, 10.0])["median"] == 3.0
+    assert seed_spread([5.0, None, 1.0]) == {"median": 5.0, "min": 1.0, "max": None}
+    assert seed_spread([None, None, 1.0]) == {"median": None, "min": 1.0, "max": None}
+
+
+def test_target_stage_times_cartpole_and_sb3_and_reports_them(tmp_path, capsys):
+    budget, target = 20.0, 25.0  # a random policy's mean return is about 22
+    plan = target_plan(
+        tmp_path,
+        target_games={"cartpole": ("return", (target,))},
+        sb3_target=target if importlib.util.find_spec("stable_baselines3") else None,
+        target_budget_s={"cartpole": budget, "sb3": budget},
+    )
+    results = Results()
+    targets_stage(plan, results)
+    assert not results.skipped, results.skipped
+    ours = results.targets[0]
+    assert (ours["game"], ours["learner"], ours["metric"], ours["target"]) == (
+        "cartpole",
+        "ppo",
+        "return",
+        target,
+    )
+    (run,) = ours["runs"]
+    assert run["reached"] and run["ended"] == "target" and run["seed"] == 0
+    assert 0 < ours["seconds_median"] == run["seconds"] <= run["train_s"] <= budget + 5
+    assert ours["steps_median"] == run["steps"] > 0
+    assert ours["seeds_reached"] == 1 and run["best"] >= target
+    report(plan, results, machine_info(1), time.perf_counter())
+    out = capsys.readouterr().out
+    assert "time to target" in out and "median s" in out and "vs SB3" in out
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["results"] == [] and data["targets"][0]["seconds_median"] == run["seconds"]
+    if plan.sb3_target is None:
+        return
+    sb3 = results.targets[1]
+    assert (sb3["game"], sb3["learner"], sb3["target"]) == ("CartPole-v1", "sb3-ppo", target)
+    assert sb3["seeds_reached"] == 1 and 0 < sb3["seconds_median"] <= budget + 5
+    expected = sb3["seconds_median"] / ours["seconds_median"]
+    assert data["targets"][0]["speedup_vs_sb3"] == pytest.approx(expected)
+    assert f"{expected:.1f}x faster" in out or f"{1 / expected:.1f}x slower" in out
+
+
+def test_a_target_not_reached_in_the_budget_reads_not_reached(tmp_path, capsys):
+    plan = target_plan(
+        tmp_path,
+        target_games={"cartpole": ("return", (1e6,))},  # above CartPole's 500
+        sb3_target=None,
+        target_budget_s={"cartpole": 1.0},
+    )
+    results = Results()
+    targets_stage(plan, results)
+    (row,) = results.targets
+    (run,) = row["runs"]
+    assert not run["reached"] and run["seconds"] is None and run["ended"] == "budget"
+    assert 1.0 <= run["train_s"] < 10 and run["total_steps"] > 0
+    assert row["seconds_median"] is None and row["steps_median"] is None
+    assert row["seeds_reached"] == 0 and 0 < row["best"] <= 500
+    report(plan, results, machine_info(1), time.perf_counter())
+    out = capsys.readouterr().out
+    assert f"not reached in 1 s (best {row['best']:.3g})" in out
+    assert json.loads((tmp_path / "bench.json").read_text())["targets"][0]["seconds_median"] is None
+
+
+def test_sb3_time_to_target_reports_seconds_at_a_rollout_end():
+    pytest.importorskip("stable_baselines3")
+    from fasttrain.bench.sb3_target import ZOO_CARTPOLE, ZOO_N_ENVS, sb3_time_to_target
+
+    run = sb3_time_to_target(30.0, seed=0, budget_s=20.0)
+    assert run["reached"] and run["ended"] == "target"
+    assert 0 < run["seconds"] <= run["train_s"] <= 25
+    assert run["steps"] > 0 and run["steps"] % (ZOO_N_ENVS * ZOO_CARTPOLE["n_steps"]) == 0
+    assert run["best"] >= 30.0 and run["total_steps"] >= run["steps"]

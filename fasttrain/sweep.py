@@ -1,0 +1,627 @@
+"""Hyperparameter search with Optuna (``fasttrain sweep``): time to a target, or the final mean
+return or score within a budget.
+
+A sweep file is a config file (any keys of config.toml: the settings every trial starts from)
+plus a ``[sweep]`` table; ``examples/sweep_cartpole.toml`` is one. ``[sweep.params]`` maps dotted
+config keys, as ``--set`` takes them, to ranges ``{low, high}`` (optional ``log``, ``step``;
+ints when both ends are ints) or to ``{choices = [...]}``. Everything is checked before the
+first trial; a trial whose sampled values make an invalid config fails with its one-line reason.
+
+Each trial is a normal run directory ``DIR/trial-0000`` (``DIR/trial-0000-seed<n>`` per seed
+when ``seeds`` > 1) written by ``fasttrain.runner.run``, so ``fasttrain play --checkpoint`` works
+on it. ``DIR/trials.csv`` and ``DIR/best.toml`` (the best trial's full config, for
+``fasttrain run --config``) are rewritten after every trial.
+
+Values (``seeds`` > 1: the median over the seeds):
+
+- ``time_to_target`` (minimised): training seconds (``time_s``: start-up and compilation are
+  not counted) at the first metrics row whose mean return or score reaches ``target`` within
+  ``budget_s``. A trial that does not reach it gets ``budget_s * (1 + shortfall)``, shortfall =
+  ``(target - best mean) / max(|target|, 1)``: after every trial that reached it, closer ones
+  first (inf when no episode ended).
+- ``final_return`` / ``final_score`` (maximised): the mean in the last metrics row that had one,
+  when ``budget_s`` training seconds are up (0: no time limit; total_timesteps ends the run).
+
+Pruning (``pruner = "median"``): a trial reports at ``POINTS`` points of its budget (every
+``budget_s / POINTS`` training seconds; without a time limit every ``total_timesteps / POINTS``
+steps of the base config) the value it would get from its best mean so far: monotone, in the
+study's direction. Points of time or steps rather than iterations keep trials with different
+``num_envs`` comparable. Only the first seed's run reports.
+
+The study lives in ``DIR/study.db`` (Optuna's SQLite storage): the same sweep into the same
+``DIR`` again continues it up to ``trials`` finished trials; another ``[sweep]`` or base config
+there is refused. The TPE sampler is seeded with ``seed``: a fresh sweep tries the same params
+in its random start-up trials, and after them as long as the values repeat (time_to_target's
+are seconds, so they do not, quite); a continued study seeds it with ``seed`` + the trials so
+far, so it does not repeat their picks. A trial killed with its process (``kill -9``) stays
+``running`` in the study and does not count.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from fasttrain import config as cfg
+from fasttrain.errors import ConfigError
+from fasttrain.learners import LEARNERS
+from fasttrain.rundir import write_atomic
+from fasttrain.targets import METRICS, Target
+
+OBJECTIVES = {"time_to_target": "minimize", "final_return": "maximize", "final_score": "maximize"}
+PRUNERS = ("median", "none")
+POINTS = 20  # pruning reports per trial budget
+PARAM_KEYS = ("low", "high", "log", "step", "choices")
+NEEDS_OPTUNA = "fasttrain sweep needs optuna: pip install 'fasttrain[sweep]'"
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """The ``[sweep]`` table, less its params."""
+
+    trials: int = 20
+    """finished trials the study should hold (a sweep into the same --out continues to this)"""
+    objective: str = "time_to_target"
+    """time_to_target (minimised) | final_return | final_score (maximised)"""
+    target: float | None = None
+    """time_to_target: the mean return or score to reach"""
+    target_metric: str = "return"
+    """time_to_target: return | score, the mean episode metric watched"""
+    budget_s: float = 0.0
+    """training seconds per trial, where it stops (time_to_target needs one; 0: none)"""
+    seeds: int = 1
+    """runs per trial, seeds run.seed, run.seed + 1, ...; the trial's value is their median"""
+    pruner: str = "median"
+    """median | none: prune a trial behind the median of earlier ones at the same point"""
+    seed: int = 0
+    """seed of the TPE sampler (--seed)"""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One searched config key: a range ``low..high`` or a list of ``choices``."""
+
+    key: str
+    low: float | int | None = None
+    high: float | int | None = None
+    log: bool = False
+    step: float | int | None = None
+    choices: tuple = ()
+
+    def distribution(self):
+        """The Optuna distribution this param is sampled from."""
+        from optuna import distributions
+
+        if self.choices:
+            return distributions.CategoricalDistribution(self.choices)
+        if isinstance(self.low, int) and isinstance(self.high, int):
+            return distributions.IntDistribution(
+                self.low, self.high, log=self.log, step=self.step or 1
+            )
+        return distributions.FloatDistribution(self.low, self.high, log=self.log, step=self.step)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A checked sweep: its settings, params and the config layers every trial starts from."""
+
+    settings: SweepSettings
+    params: tuple[Param, ...]
+    layers: tuple  # raw (label, dict) config layers without [sweep], lowest precedence first
+    base: cfg.Config = field(repr=False)
+
+    def trial_config(self, values: dict, extra: dict | None = None) -> cfg.Config:
+        """The config of a trial with sampled ``values`` (dotted key -> value) on top."""
+        layer: dict = {}
+        for key, value in values.items():
+            cfg.put(layer, key.split("."), value, f"sweep.params {key!r}")
+        return cfg.build([*self.layers, ("sweep trial", layer), ("sweep", extra or {})])
+
+    def fingerprint(self) -> str:
+        """What a continued study must share: objective, budget, params and base config."""
+        settings = dataclasses.asdict(self.settings)
+        del settings["trials"], settings["seed"]
+        params = [dataclasses.asdict(p) for p in self.params]
+        data = {"sweep": settings, "params": params, "config": cfg.to_toml(self.base)}
+        return json.dumps(data, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial of a study, as the table and trials.csv show it."""
+
+    number: int
+    state: str  # complete | pruned | failed | running
+    value: float | None
+    params: dict
+    note: str  # how it ended, in one line
+    run_dirs: tuple[str, ...]
+
+
+def require_optuna():
+    """The optuna module, or a one-line ConfigError saying how to install it."""
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError(NEEDS_OPTUNA) from None
+    return optuna
+
+
+# ------------------------------------------------------------------------------- LOAD
+
+
+def load(path, sets=(), trials: int | None = None, seed: int | None = None) -> Sweep:
+    """Read and check a sweep file (``--set`` items may set ``sweep.*`` keys too)."""
+    return from_layers(cfg.user_layers(path, sets), trials=trials, seed=seed)
+
+
+def from_layers(layers, trials: int | None = None, seed: int | None = None) -> Sweep:
+    """A checked Sweep from raw ``(label, dict)`` config layers holding a ``[sweep]`` table."""
+    table: dict = {}
+    plain = []
+    for label, data in layers:
+        data = dict(data)
+        part = data.pop("sweep", None)
+        if part is not None:
+            if not isinstance(part, dict):
+                raise ConfigError(f"{label}: [sweep] must be a table")
+            table = cfg.merge(table, part)
+        plain.append((label, data))
+    if not table:
+        raise ConfigError(
+            "no [sweep] table: a sweep file is a config plus [sweep] (trials, objective, ...) "
+            "and [sweep.params]; see examples/sweep_cartpole.toml"
+        )
+    if trials is not None:
+        table["trials"] = trials
+    if seed is not None:
+        table["seed"] = seed
+    raw_params = table.pop("params", None)
+    settings = _settings(table)
+    base = cfg.build(plain)
+    params = _params(raw_params, base)
+    return Sweep(settings, params, tuple(plain), base)
+
+
+def _settings(table: dict) -> SweepSettings:
+    fields = {f.name: f for f in dataclasses.fields(SweepSettings)}
+    valid = {"objective": tuple(OBJECTIVES), "target_metric": tuple(METRICS), "pruner": PRUNERS}
+    values = {}
+    for key, value in table.items():
+        if key not in fields:
+            raise ConfigError(
+                f"unknown key {key!r} in [sweep]; valid: {', '.join([*fields, 'params'])}"
+            )
+        default = 0.0 if key == "target" else fields[key].default
+        values[key] = cfg.check_value(f"sweep.{key}", default, value, valid.get(key))
+    settings = SweepSettings(**values)
+    for key in ("trials", "seeds"):
+        if getattr(settings, key) < 1:
+            raise ConfigError(f"sweep.{key} must be >= 1, got {getattr(settings, key)}")
+    if not 0 <= settings.seed < 2**32:
+        raise ConfigError(f"sweep.seed must be in [0, 2**32), got {settings.seed}")
+    if settings.budget_s < 0:
+        raise ConfigError(f"sweep.budget_s must be >= 0, got {settings.budget_s}")
+    if settings.objective == "time_to_target":
+        if settings.target is None:
+            raise ConfigError("sweep.objective = 'time_to_target' needs sweep.target (a mean)")
+        if settings.budget_s <= 0:
+            raise ConfigError(
+                "sweep.objective = 'time_to_target' needs sweep.budget_s > 0 (training seconds "
+                "per trial)"
+            )
+    else:
+        for key in ("target", "target_metric"):
+            if key in table:
+                raise ConfigError(
+                    f"sweep.{key} is read by objective 'time_to_target' only, not "
+                    f"{settings.objective!r}; drop it"
+                )
+    return settings
+
+
+def _params(table, base: cfg.Config) -> tuple[Param, ...]:
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(
+            '[sweep.params] needs at least one key, e.g. "ppo.learning_rate" = '
+            "{ low = 1e-4, high = 1e-2, log = true }"
+        )
+    params = tuple(_param(key, spec) for key, spec in table.items())
+    swept = set(table)
+    for param in params:
+        values = param.choices or (param.low, param.high)
+        for value in values:  # the key exists and takes values of this type
+            layer = cfg.put({}, param.key.split("."), value, f"sweep.params {param.key!r}")
+            try:
+                cfg.check_layer(layer, "[sweep.params]")
+            except ConfigError as exc:
+                raise ConfigError(f"sweep.params {param.key!r}: {exc}") from None
+        _check_used(param.key, base, swept)
+    return params
+
+
+def _param(key: str, spec) -> Param:
+    where = f"sweep.params {key!r}"
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where} must be a table {{ low, high }} or {{ choices = [...] }}")
+    unknown = set(spec) - set(PARAM_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown key {sorted(unknown)[0]!r} in {where}; valid: low, high, log, step, choices"
+        )
+    if "choices" in spec:
+        choices = spec["choices"]
+        if set(spec) != {"choices"}:
+            raise ConfigError(f"{where}: choices goes alone (no low, high, log or step)")
+        if not isinstance(choices, list) or not choices:
+            raise ConfigError(f"{where}: choices must be a non-empty list")
+        if not all(isinstance(c, (bool, int, float, str)) for c in choices):
+            raise ConfigError(f"{where}: choices must be numbers, booleans or strings")
+        return Param(key, choices=tuple(choices))
+    if "low" not in spec or "high" not in spec:
+        raise ConfigError(f"{where} needs low and high, or choices")
+    low, high, log, step = spec["low"], spec["high"], spec.get("log", False), spec.get("step")
+    for name, value in (("low", low), ("high", high), ("step", step)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
+    if not isinstance(log, bool):
+        raise ConfigError(f"{where}: log must be true or false, got {log!r}")
+    if not low < high:
+        raise ConfigError(f"{where}: low must be < high, got low = {low}, high = {high}")
+    if log and low <= 0:
+        raise ConfigError(f"{where}: log = true needs low > 0, got {low}")
+    if step is not None:
+        if log:
+            raise ConfigError(f"{where}: step and log = true do not go together")
+        if step <= 0:
+            raise ConfigError(f"{where}: step must be > 0, got {step}")
+        if isinstance(low, int) and isinstance(high, int) and not isinstance(step, int):
+            raise ConfigError(f"{where}: an int range takes an int step, got {step}")
+    return Param(key, low=low, high=high, log=log, step=step)
+
+
+def _check_used(key: str, base: cfg.Config, swept: set) -> None:
+    """A key of a learner or game these runs do not use changes nothing: refuse it."""
+    parts = key.split(".")
+    learner = parts[2] if parts[0] == "game" and len(parts) > 3 else parts[0]
+    if learner in LEARNERS and learner != base.run.algo and "run.algo" not in swept:
+        raise ConfigError(f"sweep.params {key!r} changes nothing: run.algo is {base.run.algo!r}")
+    if parts[0] == "game" and len(parts) > 2 and parts[1] != base.game.name:
+        if "game.name" not in swept:
+            raise ConfigError(
+                f"sweep.params {key!r} changes nothing: game.name is {base.game.name!r}"
+            )
+
+
+# ------------------------------------------------------------------------------- WATCH
+
+
+class Watch:
+    """The ``on_row`` callback of one trial run: tracks the metric, stops the run at the target
+    or at ``budget_s``, and reports to an Optuna trial for pruning."""
+
+    def __init__(self, sweep: Sweep, trial=None):
+        s = sweep.settings
+        self.objective, self.budget_s = s.objective, s.budget_s
+        metric = (
+            s.target_metric if s.objective == "time_to_target" else s.objective[len("final_") :]
+        )
+        goal = s.target if s.objective == "time_to_target" else math.inf
+        self.target = Target(metric, goal, stop=False)
+        self.trial = trial
+        if s.budget_s > 0:
+            self.axis, self.spacing = "time_s", s.budget_s / POINTS
+        else:
+            self.axis = "global_step"
+            self.spacing = max(1, sweep.base.learner().total_timesteps // POINTS)
+        self.reported = -1  # the last point reported
+        self.time_s, self.steps = 0.0, 0
+
+    @property
+    def reached(self) -> bool:
+        """time_to_target: reached within the budget."""
+        t = self.target
+        return self.objective == "time_to_target" and t.reached and t.seconds <= self.budget_s
+
+    def value(self) -> float:
+        """The trial's value if its run ended now."""
+        t = self.target
+        if self.objective != "time_to_target":
+            return t.last if math.isfinite(t.last) else -math.inf
+        if self.reached:
+            return t.seconds
+        shortfall = (t.value - t.best) / max(abs(t.value), 1.0)
+        return self.budget_s * (1.0 + max(shortfall, 0.0))
+
+    def progress(self) -> float:
+        """The value a pruner compares: from the best mean so far, so it only improves."""
+        if self.objective == "time_to_target":
+            return self.value()
+        return self.target.best
+
+    def note(self) -> str:
+        """How the run ended, in a few words."""
+        t, name = self.target, self.target.metric
+        if self.objective != "time_to_target":
+            best = f"best {t.best:.4g}"
+            return (
+                f"final {name} {t.last:.4g} ({best}) at {self.time_s:.1f} s, {self.steps:,} steps"
+            )
+        if self.reached:
+            return f"reached {name} {t.value:g} at {t.seconds:.2f} s, {t.steps:,} steps"
+        return (
+            f"best {name} {t.best:.4g} of {t.value:g} in {self.time_s:.1f} s, {self.steps:,} steps"
+        )
+
+    def __call__(self, row: dict) -> bool:
+        self.target(row)
+        self.time_s, self.steps = float(row["time_s"]), int(row["global_step"])
+        if self.reached or 0 < self.budget_s <= self.time_s:
+            return True
+        point = int(row[self.axis] // self.spacing)
+        if self.trial is not None and point > self.reported:
+            value = self.progress()
+            if math.isfinite(value):  # no episode has ended yet: nothing to compare
+                self.trial.report(value, point)
+                self.reported = point
+                if self.trial.should_prune():
+                    import optuna
+
+                    raise optuna.TrialPruned(
+                        f"pruned at {self.time_s:.1f} s, {self.steps:,} steps: {value:.4g} "
+                        "behind the median"
+                    )
+        return False
+
+
+# ------------------------------------------------------------------------------- STUDY
+
+
+def sweep(source, out=None, sets=(), trials=None, seed=None, echo=click.echo) -> list:
+    """Run a sweep into ``out`` and return every trial of its study as TrialResult, best first.
+
+    ``source``: a Sweep, or the path of a sweep file (with ``sets``, ``trials`` and ``seed`` as
+    ``load`` takes them). Ctrl-C stops the trial in flight at an iteration boundary, writes
+    trials.csv and best.toml, prints the table and re-raises.
+    """
+    optuna = require_optuna()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = source if isinstance(source, Sweep) else load(source, sets, trials, seed)
+    s = spec.settings
+    out = Path(out or default_out(spec.base))
+    study = open_study(spec, out, optuna)
+    distributions = {p.key: p.distribution() for p in spec.params}
+    done = _finished(study, optuna)
+    if s.objective == "time_to_target":
+        goal = f"seconds to a mean {s.target_metric} of {s.target:g}, lower is better"
+    else:
+        goal = f"{s.objective.replace('_', ' ')}, higher is better"
+    budget = f"{s.budget_s:g} s per trial" if s.budget_s else "no time limit"
+    echo(
+        f"fasttrain sweep: {s.trials} trials of {spec.base.game.name} {spec.base.run.algo}"
+        f"{f' ({done} done)' if done else ''} | {s.objective} ({goal}) | {budget} | {out}"
+    )
+    trial = None
+    try:
+        while _finished(study, optuna) < s.trials:
+            trial = study.ask(distributions)
+            finished = _run_trial(spec, study, trial, out, echo, optuna)
+            echo(_line(_result(finished, optuna), spec))
+            trial = None
+            write_results(spec, study, out, optuna)
+    except KeyboardInterrupt:
+        if trial is not None:
+            trial.set_user_attr("note", "interrupted")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        results = write_results(spec, study, out, optuna)
+        echo(table(results, spec))
+        kept = " and best.toml" if (out / "best.toml").exists() else ""
+        echo(f"interrupted: trials.csv{kept} in {out} hold the trials so far")
+        raise
+    results = write_results(spec, study, out, optuna)
+    echo(table(results, spec))
+    best = results[0] if results and results[0].state == "complete" else None
+    if best is not None:
+        echo(f"best: trial {best.number} | fasttrain run --config {out / 'best.toml'}")
+    return results
+
+
+def default_out(config: cfg.Config) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"sweep-{config.game.name}-{config.run.algo}-{stamp}"
+
+
+def open_study(spec: Sweep, out: Path, optuna):
+    """The study in ``out/study.db``, made or continued; another sweep's study is refused."""
+    db = out / "study.db"
+    if not db.exists() and out.is_dir() and any(out.glob("trial-*")):
+        raise ConfigError(f"{out} holds trial directories but no study.db; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    s = spec.settings
+    pruner = (
+        optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=POINTS // 4)
+        if s.pruner == "median"
+        else optuna.pruners.NopPruner()
+    )
+    try:
+        study = optuna.create_study(
+            storage=f"sqlite:///{db.resolve()}",
+            study_name="fasttrain-sweep",
+            direction=OBJECTIVES[s.objective],
+            sampler=optuna.samplers.TPESampler(seed=s.seed),
+            pruner=pruner,
+            load_if_exists=True,
+        )
+    except ValueError as exc:  # an existing study with another direction
+        raise ConfigError(f"{db} holds another sweep ({exc}); choose another --out") from None
+    if study.trials:  # continued: a sampler seeded as a fresh one would repeat its first picks
+        study.sampler = optuna.samplers.TPESampler(seed=s.seed + len(study.trials))
+    stored = study.user_attrs.get("fingerprint")
+    if stored is None:
+        study.set_user_attr("fingerprint", spec.fingerprint())
+    elif stored != spec.fingerprint():
+        raise ConfigError(
+            f"{db} holds another sweep (its [sweep] or base config differ); choose another --out"
+        )
+    return study
+
+
+def _finished(study, optuna) -> int:
+    states = optuna.trial.TrialState
+    finished = (states.COMPLETE, states.PRUNED, states.FAIL)
+    return len(study.get_trials(deepcopy=False, states=finished))
+
+
+def _run_trial(spec: Sweep, study, trial, out: Path, echo, optuna):
+    """Run one trial's seeds, tell the study how it ended and return the finished trial."""
+    from fasttrain.runner import run
+
+    FAIL, PRUNED = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED
+    values, notes, dirs = [], [], []
+
+    def quiet(line="", **kwargs):  # a trial's log lines would drown the table; warnings stay
+        if str(line).lstrip().startswith("warning"):
+            echo(f"trial {trial.number}: {str(line).strip()}", **kwargs)
+
+    try:
+        first = spec.trial_config(trial.params)
+        for i in range(spec.settings.seeds):
+            seed = first.run.seed + i
+            name = f"trial-{trial.number:04d}" + (f"-seed{seed}" if spec.settings.seeds > 1 else "")
+            dirs.append(str(out / name))
+            trial.set_user_attr("run_dirs", dirs)
+            config = spec.trial_config(
+                trial.params, {"run": {"seed": seed}, "log": {"progress": False}}
+            )
+            watch = Watch(spec, trial if i == 0 else None)
+            run(config, out=out / name, echo=quiet, on_row=watch)
+            values.append(watch.value())
+            notes.append(watch.note())
+    except optuna.TrialPruned as exc:
+        trial.set_user_attr("note", str(exc))
+        return study.tell(trial, state=PRUNED)
+    except ConfigError as exc:  # the sampled values make an invalid config, a full disk, ...
+        trial.set_user_attr("note", str(exc).splitlines()[0])
+        return study.tell(trial, state=FAIL)
+    except Exception as exc:  # one trial's crash (out of memory, ...) does not end the sweep
+        trial.set_user_attr(
+            "note", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        )
+        return study.tell(trial, state=FAIL)
+    note = (
+        notes[0]
+        if len(notes) == 1
+        else f"median of {len(notes)} seeds; seed {first.run.seed}: {notes[0]}"
+    )
+    trial.set_user_attr("note", note)
+    return study.tell(trial, statistics.median(values))
+
+
+# ------------------------------------------------------------------------------- REPORT
+
+
+def ranked_results(spec: Sweep, study, optuna) -> list[TrialResult]:
+    """Every trial of the study, best first: complete ones by value, then pruned, failed."""
+    out = [_result(t, optuna) for t in study.get_trials(deepcopy=False)]
+    sign = 1.0 if OBJECTIVES[spec.settings.objective] == "minimize" else -1.0
+    order = {"complete": 0, "pruned": 1, "failed": 2}
+
+    def rank(r: TrialResult):
+        value = sign * r.value if r.state == "complete" else 0.0
+        return (order.get(r.state, 3), value, r.number)
+
+    return sorted(out, key=rank)
+
+
+def _result(trial, optuna) -> TrialResult:
+    states = {
+        optuna.trial.TrialState.COMPLETE: "complete",
+        optuna.trial.TrialState.PRUNED: "pruned",
+        optuna.trial.TrialState.FAIL: "failed",
+    }
+    return TrialResult(
+        number=trial.number,
+        state=states.get(trial.state, trial.state.name.lower()),
+        value=trial.value,
+        params=dict(trial.params),
+        note=trial.user_attrs.get("note", ""),
+        run_dirs=tuple(trial.user_attrs.get("run_dirs", ())),
+    )
+
+
+def write_results(spec: Sweep, study, out: Path, optuna) -> list[TrialResult]:
+    """Write ``out/trials.csv`` (by trial number) and ``out/best.toml``; return the results."""
+    ranked = ranked_results(spec, study, optuna)
+    keys = [p.key for p in spec.params]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["trial", "state", "value", *keys, "note", "run_dir"])
+    for r in sorted(ranked, key=lambda r: r.number):
+        value = "" if r.value is None else repr(r.value)
+        params = [r.params.get(k, "") for k in keys]
+        writer.writerow([r.number, r.state, value, *params, r.note, ";".join(r.run_dirs)])
+    write_atomic(out / "trials.csv", text.getvalue())
+    if ranked and ranked[0].state == "complete":
+        best = ranked[0]
+        sampled = ", ".join(f"{k}={v!r}" for k, v in best.params.items())
+        header = (
+            f"# The best trial of `fasttrain sweep` in {out}: trial {best.number}, "
+            f"{spec.settings.objective} {best.value:.6g} ({best.note}).\n"
+            f"# Sampled: {sampled}\n"
+            f"# Train with it: fasttrain run --config {out / 'best.toml'} (total_timesteps ends "
+            "the run; the sweep's budget_s does not apply)"
+        )
+        write_atomic(out / "best.toml", cfg.to_toml(spec.trial_config(best.params), header))
+    return ranked
+
+
+def short_names(keys) -> dict[str, str]:
+    """Each dotted key by its shortest unique tail: ``ppo.learning_rate`` -> ``learning_rate``."""
+    names = {}
+    for key in keys:
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            tail = ".".join(parts[-n:])
+            if sum(k == tail or k.endswith("." + tail) for k in keys) == 1:
+                break
+        names[key] = tail
+    return names
+
+
+def _format(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _line(r: TrialResult, spec: Sweep) -> str:
+    """The progress line of one finished trial."""
+    names = short_names([p.key for p in spec.params])
+    params = " ".join(f"{names[k]}={_format(v)}" for k, v in r.params.items())
+    return f"trial {r.number:>4}  {r.state:<8}  {_format(r.value):>8}  {params}  {r.note}".rstrip()
+
+
+def table(ranked: list[TrialResult], spec: Sweep) -> str:
+    """The trials best first: trial, state, value, params and note."""
+    names = short_names([p.key for p in spec.params])
+    rows = [["trial", "state", "value", *names.values(), "note"]]
+    for r in ranked:
+        params = [_format(r.params.get(k)) for k in names]
+        rows.append([str(r.number), r.state, _format(r.value), *params, r.note])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["", f"{len(ranked)} trials, best first ({spec.settings.objective}):"]
+    for row in rows:
+        cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,345 @@
+"""fasttrain sweep: trials are run directories, trials.csv and best.toml name the best one, a
+study continues, Ctrl-C keeps what was done, and bad sweep files or a missing optuna end in one
+line."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fasttrain import config as cfg
+from fasttrain import sweep as sweeping
+from fasttrain.cli import main
+from fasttrain.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = """
+[run]
+device = "cpu"
+torch_threads = 1
+numba_threads = 1
+[game]
+name = "cartpole"
+[ppo]
+total_timesteps = 4096
+num_envs = 8
+"""
+FINAL_RETURN = """
+[sweep]
+trials = 2
+objective = "final_return"
+[sweep.params]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+"game.cartpole.ppo.update_epochs" = { low = 1, high = 4 }
+"""
+LR, EPOCHS = "ppo.learning_rate", "game.cartpole.ppo.update_epochs"
+needs_optuna = pytest.mark.skipif(
+    importlib.util.find_spec("optuna") is None,
+    reason="optuna is not installed (it comes with the `test` extra)",
+)
+
+
+def write(folder: Path, text: str, name: str = "sweep.toml") -> Path:
+    path = folder / name
+    path.write_text(BASE + text)
+    return path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, ["sweep", *args])
+
+
+def read_trials(out: Path) -> list[dict]:
+    with open(out / "trials.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def one_line(result) -> str:
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------- end to end
+
+
+@needs_optuna
+def test_two_trials_write_run_dirs_trials_csv_and_the_best_config(tmp_path):
+    out = tmp_path / "out"
+    result = invoke("--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    rows = read_trials(out)
+    assert [row["trial"] for row in rows] == ["0", "1"]
+    assert rows[0][LR] != rows[1][LR]  # the sampler picked two different points
+    for row in rows:
+        run_dir = out / f"trial-{int(row['trial']):04d}"
+        assert row["state"] == "complete" and row["run_dir"] == str(run_dir)
+        assert (run_dir / "metrics.csv").exists() and (run_dir / "checkpoint.pt").exists()
+        summary = json.loads((run_dir / "summary.json").read_text())
+        # final_return is the mean return of the run's last row
+        assert math.isclose(float(row["value"]), summary["episodic_return"])
+        # the sampled values are the ones the run trained with
+        ran = cfg.build([("trial", cfg.load_toml(run_dir / "config.toml"))]).learner()
+        assert ran.learning_rate == float(row[LR]) and ran.update_epochs == int(row[EPOCHS])
+        assert ran.total_timesteps == 4096 and ran.num_envs == 8  # the base config underneath
+        assert f"trial {row['trial']:>4}  complete" in result.output  # its progress line
+
+    best = max(rows, key=lambda row: float(row["value"]))
+    assert float(best["value"]) > float(min(rows, key=lambda row: float(row["value"]))["value"])
+    config = cfg.build([("best.toml", cfg.load_toml(out / "best.toml"))])
+    learner = config.learner()
+    assert learner.learning_rate == float(best[LR]) and learner.update_epochs == int(best[EPOCHS])
+    assert learner.num_envs == 8 and config.game.name == "cartpole"
+    table = result.output[result.output.index("best first") :].splitlines()
+    assert table[2].split()[0] == best["trial"]  # the table starts with the best trial
+
+    # the same command continues the study, without repeating a trial's params
+    result = invoke(
+        "--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out), "--trials", "3"
+    )
+    assert result.exit_code == 0, result.output
+    rows = read_trials(out)
+    assert len(rows) == 3 and (out / "trial-0002" / "summary.json").exists()
+    assert rows[2][LR] not in (rows[0][LR], rows[1][LR])
+    # another objective into the same study is refused in one line
+    other = write(tmp_path, FINAL_RETURN.replace("final_return", "final_score"), "other.toml")
+    result = invoke("--config", str(other), "--out", str(out))
+    assert result.exit_code != 0 and "another sweep" in one_line(result)
+
+
+@needs_optuna
+def test_time_to_target_stops_each_trial_at_the_target(tmp_path):
+    text = """
+[sweep]
+trials = 1
+objective = "time_to_target"
+target = 5.0
+budget_s = 60.0
+[sweep.params]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+"""
+    out = tmp_path / "out"
+    result = invoke("--config", str(write(tmp_path, text)), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    (row,) = read_trials(out)
+    summary = json.loads((out / "trial-0000" / "summary.json").read_text())
+    metrics = list(csv.DictReader(open(out / "trial-0000" / "metrics.csv", newline="")))
+    # a random CartPole policy lasts ~20 steps: the first row with an episode reaches 5
+    first = next(r for r in metrics if math.isfinite(float(r["charts/episodic_return"])))
+    assert summary["stopped_early"] and summary["global_step"] == int(first["global_step"]) < 4096
+    assert float(row["value"]) == float(first["time_s"])  # training seconds, not wall time
+    assert "reached return 5" in row["note"]
+
+
+@needs_optuna
+def test_invalid_sampled_configs_fail_with_their_reason_and_params_follow_the_seed(tmp_path):
+    # 8 envs x 32 steps = 256 never splits into 3 or 5 minibatches: every trial fails at once
+    text = """
+[sweep]
+trials = 3
+objective = "final_return"
+[sweep.params]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+"ppo.num_minibatches" = { choices = [3, 5] }
+"""
+    path = write(tmp_path, text)
+    runs = {}
+    for name, seed in (("a", "0"), ("b", "0"), ("c", "1")):
+        result = invoke("--config", str(path), "--out", str(tmp_path / name), "--seed", seed)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.output.strip().splitlines()[-1] == (
+            "Error: no trial completed; the notes above say why"
+        )
+        rows = read_trials(tmp_path / name)
+        assert [row["state"] for row in rows] == ["failed"] * 3
+        assert all("does not split into ppo.num_minibatches" in row["note"] for row in rows)
+        assert not (tmp_path / name / "best.toml").exists()
+        runs[name] = [(row[LR], row["ppo.num_minibatches"]) for row in rows]
+    assert runs["a"] == runs["b"] != runs["c"]  # the sampler's seed fixes what is tried
+
+
+@needs_optuna
+def test_ctrl_c_keeps_the_trials_so_far_and_exits_130(tmp_path, monkeypatch):
+    from fasttrain import runner
+    from fasttrain.runner import RunInterrupted
+
+    real_run = runner.run
+
+    def run(config, out, **kwargs):
+        if Path(out).name == "trial-0001":  # the runner stops at a boundary and raises this
+            raise RunInterrupted(signal.SIGINT)
+        return real_run(config, out, **kwargs)
+
+    monkeypatch.setattr(runner, "run", run)
+    out = tmp_path / "out"
+    result = invoke(
+        "--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out), "--trials", "4"
+    )
+    assert result.exit_code == 130, result.output
+    rows = read_trials(out)
+    assert [(row["state"], row["note"]) for row in rows][1] == ("failed", "interrupted")
+    assert rows[0]["state"] == "complete" and len(rows) == 2
+    best = cfg.build([("best.toml", cfg.load_toml(out / "best.toml"))]).learner()
+    assert best.learning_rate == float(rows[0][LR])
+    assert "interrupted: trials.csv and best.toml" in result.output
+
+
+# ------------------------------------------------------------------------------- the watch
+
+
+def spec(**sweep) -> sweeping.Sweep:
+    params = {"ppo.learning_rate": {"low": 1e-4, "high": 1e-2}}
+    data = {"game": {"name": "cartpole"}, "sweep": {**sweep, "params": params}}
+    return sweeping.from_layers([("test", data)])
+
+
+def row(time_s: float, value: float, step: int = 0) -> dict:
+    return {"time_s": time_s, "global_step": step, "charts/episodic_return": value}
+
+
+class FakeTrial:
+    """Records reports; asks to prune from the ``prune_at``-th report on."""
+
+    def __init__(self, prune_at: int = 10**9):
+        self.reports, self.prune_at = [], prune_at
+
+    def report(self, value, step):
+        self.reports.append((step, value))
+
+    def should_prune(self):
+        return len(self.reports) >= self.prune_at
+
+
+def test_time_to_target_values_rank_reached_trials_first_then_by_shortfall():
+    s = spec(objective="time_to_target", target=100.0, budget_s=10.0)
+    values = []
+    for returns in ([20.0, 100.0], [20.0, 90.0], [20.0, 50.0], [math.nan, math.nan]):
+        watch = sweeping.Watch(s)
+        stops = [watch(row(4.0 + i, r)) for i, r in enumerate(returns)]
+        assert stops == [False, watch.reached]  # the run ends at the first row that reaches
+        values.append(watch.value())
+    assert values == [5.0, 10.0 * 1.1, 10.0 * 1.5, math.inf]
+    watch = sweeping.Watch(s)
+    assert watch(row(10.0, 20.0)) is True  # the budget is up
+    assert watch(row(11.0, 120.0)) is True and not watch.reached  # past the budget: not counted
+    assert watch.value() == 10.0  # behind every trial that reached it in time
+
+
+@needs_optuna
+def test_pruning_reports_once_per_point_in_the_studys_direction():
+    import optuna
+
+    s = spec(objective="time_to_target", target=100.0, budget_s=2.0)  # a point every 0.1 s
+    trial = FakeTrial()
+    watch = sweeping.Watch(s, trial)
+    for time_s, value in ((0.01, math.nan), (0.02, 10.0), (0.05, 50.0), (0.12, 40.0)):
+        watch(row(time_s, value))
+    # no report before an episode ended; one per point (the first row in it); best so far
+    assert trial.reports == [(0, 2.0 * 1.9), (1, 2.0 * 1.5)]
+
+    s = spec(objective="final_return", budget_s=2.0)
+    watch = sweeping.Watch(s, FakeTrial(prune_at=2))
+    watch(row(0.05, 30.0))
+    with pytest.raises(optuna.TrialPruned, match="behind the median"):
+        watch(row(0.15, 10.0))
+    assert watch.trial.reports == [(0, 30.0), (1, 30.0)]  # the best mean so far: maximised
+    assert watch.value() == 10.0  # while the value is the last mean
+
+
+# ------------------------------------------------------------------------------- bad input
+
+BAD = {
+    "unknown key": (
+        '[sweep]\nobjective = "final_return"\n[sweep.params]\n"ppo.learning_rat" = '
+        "{ low = 0.1, high = 0.2 }\n",
+        "unknown key 'learning_rat' in [ppo]; valid: total_timesteps",
+    ),
+    "low above high": (
+        '[sweep]\nobjective = "final_return"\n[sweep.params]\n"ppo.learning_rate" = '
+        "{ low = 0.2, high = 0.1 }\n",
+        "low must be < high",
+    ),
+    "unknown objective": (
+        '[sweep]\nobjective = "fastest"\n[sweep.params]\n"ppo.learning_rate" = '
+        "{ low = 0.1, high = 0.2 }\n",
+        "sweep.objective must be one of time_to_target, final_return, final_score",
+    ),
+    "no [sweep]": ("", "no [sweep] table"),
+    "empty params": ('[sweep]\nobjective = "final_return"\n[sweep.params]\n', "at least one key"),
+    "no target": (
+        '[sweep]\nbudget_s = 5.0\n[sweep.params]\n"ppo.learning_rate" = '
+        "{ low = 0.1, high = 0.2 }\n",
+        "needs sweep.target",
+    ),
+    "int key, float range": (
+        '[sweep]\nobjective = "final_return"\n[sweep.params]\n"ppo.update_epochs" = '
+        "{ low = 1.5, high = 4 }\n",
+        "ppo.update_epochs must be int, got 1.5",
+    ),
+    "another learner's key": (
+        '[sweep]\nobjective = "final_return"\n[sweep.params]\n"dqn.learning_rate" = '
+        "{ low = 0.1, high = 0.2 }\n",
+        "changes nothing: run.algo is 'ppo'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_sweep_files_end_in_one_line_before_any_trial(case, tmp_path):
+    text, expected = BAD[case]
+    out = tmp_path / "out"
+    result = invoke("--config", str(write(tmp_path, text)), "--out", str(out))
+    assert result.exit_code not in (0, None)
+    assert expected in one_line(result)
+    assert not out.exists()
+
+
+def test_missing_optuna_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
+    result = invoke("--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1
+    assert one_line(result) == "Error: fasttrain sweep needs optuna: pip install 'fasttrain[sweep]'"
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_refuses_a_sweep_file_in_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["run", "--config", str(write(tmp_path, FINAL_RETURN))])
+    assert result.exit_code == 1
+    assert "[sweep] is read by `fasttrain sweep --config FILE`" in one_line(result)
+    with pytest.raises(ConfigError, match=r"\[sweep\] is read by `fasttrain sweep"):
+        cfg.load(write(tmp_path, FINAL_RETURN))
+
+
+def test_the_example_sweep_file_is_valid():
+    s = sweeping.load(ROOT / "examples" / "sweep_cartpole.toml")
+    assert s.settings.objective == "time_to_target" and s.settings.target == 475.0
+    assert s.base.game.name == "cartpole"
+    assert {p.key for p in s.params} == {
+        "ppo.learning_rate",
+        "ppo.update_epochs",
+        "ppo.num_envs",
+        "game.cartpole.ppo.num_minibatches",
+    }
+    # every corner of the search space is a config that builds
+    for pick in (min, max):
+        values = {p.key: pick(p.choices or (p.low, p.high)) for p in s.params}
+        learner = s.trial_config(values).learner()
+        assert learner.num_envs == values["ppo.num_envs"]
+        assert learner.num_minibatches == values["game.cartpole.ppo.num_minibatches"]
+
+
+def test_importing_fasttrain_does_not_import_optuna():
+    code = (
+        "import sys, fasttrain, fasttrain.cli, fasttrain.sweep; sys.exit('optuna' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

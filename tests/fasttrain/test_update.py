@@ -1,0 +1,160 @@
+"""The update step's speed options: run.amp = "auto", the compiled step, Adam and Muon."""
+
+import pytest
+import torch
+
+from fasttrain import config as cfg
+from fasttrain import device as devices
+from fasttrain.device import Device, native_bf16, resolve_amp
+from fasttrain.learners.common import Optimizers, make_optimizer
+from fasttrain.learners.ppo import Trainer
+from fasttrain.models import make_policy
+from fasttrain.runner import run
+
+CPU = Device(torch.device("cpu"), "cpu")
+SMALL = {
+    "game": {
+        "snake": {
+            "height": 6,
+            "width": 6,
+            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
+        }
+    },
+    "model": {"hidden": 16},
+    "log": {"progress": False},
+}
+
+
+def small(**extra):
+    return cfg.from_dict(cfg.merge(SMALL, extra))
+
+
+# ------------------------------------------------------------------ run.amp = "auto"
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ({"fpu", "avx2", "avx512f"}, "off"),  # AVX-512 without BF16: emulated, slower
+        ({"fpu", "avx512f", "avx512_bf16"}, "bf16"),  # Zen 4, Cooper Lake
+        ({"fpu", "amx_tile", "amx_bf16"}, "bf16"),  # Sapphire Rapids
+        ({"fp", "asimd", "bf16"}, "bf16"),  # Arm with BF16 (Graviton 3, Apple M2 under Linux)
+        (set(), "off"),  # no /proc/cpuinfo
+    ],
+)
+def test_amp_auto_picks_bf16_only_on_cpus_that_compute_it(monkeypatch, flags, expected):
+    monkeypatch.setattr(devices, "cpu_flags", lambda: set(flags))
+    assert native_bf16(CPU) is (expected == "bf16")
+    assert resolve_amp("auto", CPU) == expected
+    # an explicit choice is kept whatever the CPU
+    assert resolve_amp("off", CPU) == "off"
+    assert resolve_amp("bf16", CPU) == "bf16"
+
+
+@pytest.mark.parametrize("major, expected", [(7, "off"), (8, "bf16"), (9, "bf16")])
+def test_amp_auto_on_gpus_by_compute_capability(monkeypatch, major, expected):
+    gpu = Device(torch.device("cuda", 0), "cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    assert resolve_amp("auto", gpu) == expected
+    assert resolve_amp("fp16", gpu) == "fp16"
+
+
+def test_cpu_flags_reads_this_machine():
+    flags = devices.cpu_flags()
+    with open("/proc/cpuinfo") as f:
+        text = f.read()
+    for flag in ("avx512_bf16", "avx2", "sse2"):
+        assert (flag in flags) == (f" {flag}" in text)
+
+
+def test_amp_auto_sets_the_trainers_autocast(monkeypatch):
+    for flags, dtype in (({"avx512_bf16"}, torch.bfloat16), (set(), None)):
+        monkeypatch.setattr(devices, "cpu_flags", lambda flags=flags: set(flags))
+        trainer = Trainer(small(run={"amp": "auto"}), warn=lambda *_: None)
+        assert trainer.ctx.amp_dtype is dtype
+    with pytest.raises(cfg.ConfigError, match="auto, off, bf16, fp16"):
+        small(run={"amp": "bfloat16"})
+    with pytest.raises(cfg.ConfigError, match="needs device cuda"):
+        Trainer(small(run={"amp": "fp16"}), warn=lambda *_: None)
+
+
+# ------------------------------------------------------------------ the compiled update step
+
+
+def test_compiled_update_equals_eager_update_on_a_fixed_batch():
+    """torch.compile of the whole step (loss, backward, clipping, Adam) moves the weights as
+    the eager step does, within float tolerance, over several steps."""
+    trainers = {}
+    for mode in ("off", "default"):
+        warnings = []
+        trainer = Trainer(small(run={"amp": "off", "compile": mode}), warn=warnings.append)
+        assert not warnings, warnings  # a compiler is present on every machine CI runs on
+        trainer.rollout()
+        trainer.compute_advantages()
+        trainers[mode] = trainer
+    eager, compiled = trainers["off"], trainers["default"]
+    assert torch.equal(eager.obs, compiled.obs) and torch.equal(eager.actions, compiled.actions)
+    before = [p.detach().clone() for p in eager.policy.parameters()]
+    losses = {mode: trainer.update() for mode, trainer in trainers.items()}
+    assert compiled.train_step.compiled  # it did not fall back to eager
+    for a, b, start in zip(
+        eager.policy.parameters(), compiled.policy.parameters(), before, strict=True
+    ):
+        assert not torch.equal(a, start)  # the step moved the weights
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for key in losses["off"]:
+        assert losses["default"][key] == pytest.approx(losses["off"][key], rel=1e-3, abs=1e-5)
+
+
+# ------------------------------------------------------------------ optimizers
+
+
+def test_muon_steps_hidden_matrices_and_adam_the_rest():
+    policy = make_policy((4, 6, 6), torch.uint8, 4, cfg.ModelConfig(hidden=16))
+    optimizer = make_optimizer("muon", policy, 1e-3)
+    assert isinstance(optimizer, Optimizers)
+    muon, adam = optimizer.optimizers
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adam, torch.optim.Adam)
+    muon_params = {id(p) for g in muon.param_groups for p in g["params"]}
+    for name, p in policy.named_parameters():
+        expected = name.startswith("torso.") and p.ndim == 2
+        assert (id(p) in muon_params) is expected, name
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(policy.parameters()))
+    # one step changes every parameter; the state dict round-trips into a fresh optimizer
+    obs = torch.randint(0, 2, (8, 4, 6, 6), dtype=torch.uint8)
+    logits, values, _ = policy(obs)
+    (logits.square().mean() + values.square().mean()).backward()
+    before = [p.detach().clone() for p in policy.parameters()]
+    optimizer.step()
+    assert all(not torch.equal(p, b) for p, b in zip(policy.parameters(), before, strict=True))
+    fresh = make_optimizer("muon", policy, 1e-3)
+    fresh.load_state_dict(optimizer.state_dict())
+    assert set(map(id, fresh.state)) == set(map(id, optimizer.state))
+    with pytest.raises(ValueError):
+        fresh.load_state_dict(make_optimizer("adam", policy, 1e-3).state_dict())
+
+
+def test_adam_and_muon_checkpoints_do_not_mix(tmp_path):
+    config = small(game={"snake": {"ppo": {"total_timesteps": 256}}})
+    run(config, out=tmp_path / "adam", echo=lambda *_: None)
+    muon = small(game={"snake": {"ppo": {"total_timesteps": 512, "optimizer": "muon"}}})
+    with pytest.raises(cfg.ConfigError, match="optimizer"):
+        run(muon, resume=tmp_path / "adam", echo=lambda *_: None)
+
+
+def test_unknown_optimizer_is_one_line():
+    with pytest.raises(cfg.ConfigError, match="adam, muon"):
+        small(ppo={"optimizer": "sgd"})
+
+
+@pytest.mark.slow
+def test_muon_trains_cartpole(tmp_path):
+    """PPO with optimizer = "muon" and the cartpole defaults reaches a mean return of 400."""
+    config = cfg.from_dict(
+        {
+            "game": {"name": "cartpole", "cartpole": {"ppo": {"optimizer": "muon"}}},
+            "log": {"progress": False},
+        }
+    )
+    summary = run(config, out=tmp_path / "muon", echo=lambda *_: None)
+    assert summary["episodic_return"] >= 400, summary
