@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
 from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile, user_sizes
+from fasttrain.learners.sumtree import SumTree
 from fasttrain.models import make_q_network
 
 PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
@@ -164,6 +165,10 @@ class ReplayBuffer:
     Transitions live in the ``count`` slots before ``pos``; a step writes actions, rewards and
     flags at ``pos`` and the env writes the next observations into ``pos + 1``, overwriting the
     oldest slot. Sampling draws (slot, env) pairs whose n-step window is complete.
+
+    Prioritized sampling descends a sum tree over ``slot * num_envs + env`` whose leaves are the
+    stored priorities where the window is complete and 0 elsewhere (empty slots, and the newest
+    ``n_step`` slots, whose windows reach past the newest step).
     """
 
     def __init__(
@@ -193,6 +198,9 @@ class ReplayBuffer:
             (S, N) if prioritized else (0,), dtype=torch.float32, device=device
         )
         self.max_priority = torch.ones((), device=device)
+        # priorities of the complete windows, float64; the tree is derived, never saved
+        self.tree = SumTree(S * N, device) if prioritized else None
+        self.stale_steps = 0  # advances whose rows the tree has not caught up with yet
         self.window = torch.arange(n_step, device=device)
         self.pos = 0
         self.count = 0  # complete transitions stored, at most S - 1
@@ -206,6 +214,8 @@ class ReplayBuffer:
         if self.prioritized:
             self.priorities[self.pos] = self.max_priority
             self.priorities[self.next_slot] = 0.0  # its transition lost its observation
+            # the tree catches up at the next sample: one batched update for all the steps between
+            self.stale_steps += 1
         self.pos = self.next_slot
         self.count = min(self.count + 1, self.num_slots - 1)
 
@@ -213,6 +223,28 @@ class ReplayBuffer:
     def num_valid(self) -> int:
         """Start slots whose whole n-step window is stored."""
         return max(self.count - self.n_step + 1, 0)
+
+    def complete(self, slots: torch.Tensor) -> torch.Tensor:
+        """Whether the n-step windows starting at ``slots`` end before the current slot."""
+        return (self.pos - slots) % self.num_slots >= self.n_step
+
+    def refresh_tree(self) -> None:
+        """Bring the tree's leaves of the rows changed by ``advance`` up to date."""
+        steps, self.stale_steps = self.stale_steps, 0
+        if steps:
+            # advancing from a to a + 1 changes rows a + 1 (emptied), a (newly stored) and
+            # a + 1 - n_step (its window completed): `steps` advances change the rows ending at pos
+            rows = min(steps + self.n_step, self.num_slots)
+            self.write_tree_rows((self.pos - rows + 1) % self.num_slots, rows)
+
+    def write_tree_rows(self, first: int, rows: int) -> None:
+        """Set the tree's leaves of ``rows`` ring rows from ``first`` (wrapping) from priorities."""
+        S, N = self.num_slots, self.num_envs
+        for start, stop in ((first, min(first + rows, S)), (0, first + rows - S)):
+            if start < stop:
+                slots = torch.arange(start, stop, device=self.priorities.device)
+                values = self.priorities[start:stop] * self.complete(slots)[:, None]
+                self.tree.update_range(start * N, values.view(-1))
 
     def sample(self, batch_size: int, generator, beta: float = 1.0):
         """``(slots, envs, weights)``: start slots ``(B,)``, env rows ``(B,)``, IS weights."""
@@ -225,15 +257,12 @@ class ReplayBuffer:
             slots = (oldest + offsets) % S
             envs = torch.randint(0, N, (batch_size,), generator=generator, device=dev)
             return slots, envs, None
-        weights = self.priorities.clone()
-        weights[(self.pos - self.window) % S] = 0.0  # windows that reach past the newest step
-        flat = weights.view(-1)
-        cumulative = flat.double().cumsum(0)
-        total = cumulative[-1]
+        self.refresh_tree()
+        total = self.tree.total()
         u = torch.rand(batch_size, generator=generator, device=dev, dtype=torch.float64) * total
-        index = torch.searchsorted(cumulative, u, right=True).clamp_(max=flat.numel() - 1)
-        probs = flat[index].double() / total
-        smallest = torch.where(flat > 0, flat, torch.inf).min().double() / total
+        index = self.tree.sample(u)
+        probs = self.priorities.view(-1)[index].double() / total
+        smallest = self.tree.min() / total
         size = self.num_valid * N
         is_weights = ((size * probs) ** -beta / (size * smallest) ** -beta).float()
         return index // N, index % N, is_weights
@@ -244,6 +273,9 @@ class ReplayBuffer:
         priority = (errors + PRIO_EPS) ** self.prio_alpha
         self.priorities[slots, envs] = priority
         self.max_priority = torch.maximum(self.max_priority, priority.max())
+        # read back: where a (slot, env) repeats, the tree gets the value the ring kept
+        leaves = slots * self.num_envs + envs
+        self.tree.update(leaves, self.priorities.view(-1)[leaves] * self.complete(slots))
 
     def gather(self, slots, envs, gamma: float):
         """``(obs, actions, returns, discount, next_obs)`` of n-step transitions."""
@@ -280,6 +312,9 @@ class ReplayBuffer:
             target.copy_(state[name])
         self.max_priority.copy_(state["max_priority"])
         self.pos, self.count = state["pos"], state["count"]
+        if self.prioritized:  # the tree is a pure function of the priorities and pos: rebuild it
+            self.stale_steps = 0
+            self.write_tree_rows(0, self.num_slots)
 
 
 class Trainer(TrainerBase):
@@ -308,7 +343,12 @@ class Trainer(TrainerBase):
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
         slots = args.buffer_size // args.num_envs + 1
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        check_memory(slots * args.num_envs * (2 * obs_bytes + 18), "DQN replay buffer", self.device)
+        tree_bytes = SumTree.nbytes(slots * args.num_envs) if args.prioritized else 0
+        check_memory(
+            slots * args.num_envs * (2 * obs_bytes + 18) + tree_bytes,
+            "DQN replay buffer",
+            self.device,
+        )
         self.buffer = ReplayBuffer(
             args.buffer_size // args.num_envs + 1,
             args.num_envs,

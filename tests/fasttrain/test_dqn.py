@@ -203,6 +203,62 @@ def test_prioritized_sampling_proportions_and_importance_weights():
     assert weights.max() <= 1.0
 
 
+def prioritized_history(n_step, steps=40, num_slots=7, num_envs=3):
+    """A prioritized buffer after ``steps`` advances (the ring wraps), sampled and updated on the
+    way, then advanced twice more without a sample; returns it and the generator."""
+    buffer = ReplayBuffer(
+        num_slots, num_envs, (1,), torch.float32, "cpu", n_step=n_step, prioritized=True
+    )
+    generator = torch.Generator().manual_seed(n_step)
+    for step in range(steps):
+        buffer.advance()
+        if buffer.num_valid and step % 3 == 0:
+            slots, envs, _ = buffer.sample(8, generator, 0.5)
+            td = torch.randn(8, generator=generator) * 10 ** torch.randint(-2, 3, (8,))
+            buffer.update_priorities(slots, envs, td)
+    buffer.advance()
+    buffer.advance()  # the tree catches up with these at the next sample
+    return buffer, generator
+
+
+def brute_force_probabilities(buffer):
+    """The O(buffer) rule: stored priorities, 0 for windows that reach the current slot."""
+    S = buffer.num_slots
+    weights = buffer.priorities.double().clone()
+    weights[(buffer.pos - torch.arange(S)) % S < buffer.n_step] = 0.0
+    return (weights / weights.sum()).view(-1)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_prioritized_sampling_matches_priorities_and_skips_incomplete_windows(n_step):
+    buffer, generator = prioritized_history(n_step)
+    S, N, beta, draws = buffer.num_slots, buffer.num_envs, 0.4, 200_000
+    want = brute_force_probabilities(buffer)
+    slots, envs, weights = buffer.sample(draws, generator, beta)
+    # only stored transitions whose n-step window is complete: n_step .. count slots back
+    offsets = (buffer.pos - slots) % S
+    assert offsets.min() == n_step and offsets.max() == buffer.count == S - 1
+    counts = torch.bincount(slots * N + envs, minlength=S * N).double()
+    sigma = (draws * want * (1 - want)).sqrt()
+    assert torch.all((counts - draws * want).abs() <= 5 * sigma), (counts, draws * want)
+    assert torch.all(counts[want == 0] == 0) and (want == 0).sum() >= n_step * N
+    size = buffer.num_valid * N
+    p = want[slots * N + envs]
+    expected = (size * p) ** -beta / (size * want[want > 0].min()) ** -beta
+    assert torch.allclose(weights.double(), expected, rtol=1e-6, atol=0)
+
+
+def test_prioritized_tree_rebuilt_on_load_equals_the_running_tree_bit_for_bit():
+    buffer, _ = prioritized_history(n_step=3)
+    copy = ReplayBuffer(7, 3, (1,), torch.float32, "cpu", n_step=3, prioritized=True)
+    copy.load_state_dict(buffer.state_dict())
+    a = buffer.sample(64, torch.Generator().manual_seed(5), 0.5)
+    b = copy.sample(64, torch.Generator().manual_seed(5), 0.5)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert torch.equal(buffer.tree.sums, copy.tree.sums)
+    assert torch.equal(buffer.tree.mins, copy.tree.mins)
+
+
 def test_prioritized_trainer_updates_priorities_and_learns():
     trainer = Trainer(
         tiny(512, prioritized=True, n_step=3, double_q=True, dueling=True, loss="huber"),
