@@ -47,7 +47,8 @@ class RunConfig:
     """auto | cpu | cuda: where environments and learner run (auto: cuda when present)"""
     amp: str = "auto"
     """auto | off | bf16 | fp16: mixed precision of the networks (auto: bf16 where the CPU or GPU
-    computes it natively, off elsewhere; fp16 uses a GradScaler, CUDA only)"""
+    computes it natively, on a CPU for networks 128 or more wide; off elsewhere; fp16 uses a
+    GradScaler, CUDA only)"""
     compile: str = "off"
     """off | default | reduce-overhead | max-autotune: torch.compile the rollout forward pass
     and the whole update step (loss, backward, optimizer); without a compiler it warns once and
@@ -156,14 +157,16 @@ class Layer:
 class Config:
     """A resolved run configuration. Build it with ``load`` or ``from_dict``.
 
-    Learner settings take this precedence: the learner's dataclass defaults < the game's tuned
+    Learner and model settings take this precedence: the dataclass defaults < the game's tuned
     values (``fasttrain.presets``) < each layer in order (``--config`` file < ``--set`` < command
-    line flags), where inside one layer ``[game.<name>.<learner>]`` beats ``[<learner>]``.
+    line flags), where inside one layer ``[game.<name>.<learner>]`` beats ``[<learner>]`` and
+    ``[game.<name>.model]`` beats ``[model]``.
     """
 
     run: RunConfig = field(default_factory=RunConfig)
     game: GameConfig = field(default_factory=GameConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    """the network of the chosen game (``model_for(game.name)``)"""
     log: LogConfig = field(default_factory=LogConfig)
     learners: dict = field(default_factory=dict)
     """the [<learner>] sections as written (every layer merged), by learner name"""
@@ -190,15 +193,23 @@ class Config:
         values, _ = self._resolve(name, game)
         return LEARNERS[name].config(**values)
 
+    def model_for(self, game: str | None = None) -> ModelConfig:
+        """The network ``game`` (default: the chosen one) trains: defaults < the game's presets
+        < each layer's ``[model]`` then ``[game.<name>.model]``."""
+        values, _ = self._resolve("model", game or self.game.name)
+        return ModelConfig(**values)
+
     def _layers(self) -> tuple:
         if self.layers:
             return self.layers
         # built directly (Config(...)): what differs from the defaults counts as set
         sections = {n: _changed(s) for n, s in self.learners.items()}
+        sections["model"] = _changed(self.model)
         return (Layer("config", sections, self.games),)
 
     def _resolve(self, name: str, game: str) -> tuple[dict, dict]:
-        """Values set for learner ``name`` on ``game`` and where each came from."""
+        """Values set for learner (or ``model``) ``name`` on ``game`` and where each came
+        from."""
         values, sources = {}, {}
 
         def apply(table: dict, label: str):
@@ -227,7 +238,11 @@ class Config:
                 where.update({f"{section}.{k}": layer.label for k in table})
             params = layer.games.get(self.game.name, {}).get("params", {})
             where.update({f"game.{self.game.name}.{k}": layer.label for k in params})
-        defaults = {"run": RunConfig(), "model": ModelConfig(), "log": LogConfig()}
+        values, sources = self._resolve("model", self.game.name)
+        for key, value in values.items():
+            if value != getattr(ModelConfig(), key):
+                out.append(f"model.{key}={value!r} ({sources[key]})")
+        defaults = {"run": RunConfig(), "log": LogConfig()}
         for section, default in defaults.items():
             for key, value in dataclasses.asdict(getattr(self, section)).items():
                 if value != getattr(default, key):
@@ -318,6 +333,8 @@ def _game_tables(table: dict) -> tuple[dict, dict]:
         for key, value in sub.items():
             if key in LEARNERS:
                 entry[key] = _section_values(f"game.{name}.{key}", LEARNERS[key].config, value)
+            elif key == "model":
+                entry[key] = _section_values(f"game.{name}.model", ModelConfig, value)
             else:
                 entry["params"][key] = value
         _check_params(name, entry["params"])
@@ -374,6 +391,8 @@ def build(layers) -> Config:
     kwargs = {name: cls(**merged.get(name, {})) for name, cls in FIXED_SECTIONS.items()}
     learners = {name: LEARNERS[name].config(**merged[name]) for name in LEARNERS if name in merged}
     config = Config(**kwargs, learners=learners, games=per_game, layers=layers)
+    if config.game.name in games.names():  # the chosen game's network, presets applied
+        config = dataclasses.replace(config, model=config.model_for())
     if config.game.name not in games.names():
         raise ConfigError(f"unknown game {config.game.name!r}; valid: {', '.join(games.names())}")
     for game, entry in per_game.items():
@@ -531,6 +550,7 @@ def to_toml(config: Config, header: str = "") -> str:
         _table(lines, name, section, field_docs(cls))
         if name != "game":
             continue
+        written_model = dataclasses.asdict(config.model)
         for game in games.names():
             params = dataclasses.asdict(config.game_params(game))
             _table(lines, f"game.{game}", params, field_docs(games.get(game).params_cls))
@@ -542,6 +562,10 @@ def to_toml(config: Config, header: str = "") -> str:
                     _table(
                         lines, f"game.{game}.{learner.name}", differs, field_docs(learner.config)
                     )
+            used = dataclasses.asdict(config.model_for(game))
+            differs = {k: v for k, v in used.items() if v != written_model[k]}
+            if differs:
+                _table(lines, f"game.{game}.model", differs, field_docs(ModelConfig))
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

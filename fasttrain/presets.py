@@ -1,4 +1,5 @@
-"""Tuned per-game learner settings: the built-in ``[game.<name>.<learner>]`` values.
+"""Tuned per-game settings: the built-in ``[game.<name>.<learner>]`` and ``[game.<name>.model]``
+values.
 
 They sit just above the learners' dataclass defaults; a user's ``--config`` file and ``--set``
 beat them (see ``fasttrain.config``). Each entry says what it was tuned to reach.
@@ -7,9 +8,20 @@ beat them (see ``fasttrain.config``). Each entry says what it was tuned to reach
 from __future__ import annotations
 
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
-    # 12x12 Snake on 2 CPU cores: mean score ~26 after 20M steps in ~4 minutes
     "snake": {
-        "ppo": {"total_timesteps": 20_000_000, "num_envs": 1024, "num_steps": 32},
+        "model": {"hidden": 128, "activation": "relu"},
+        # 12x12 Snake on 2 CPU cores (bf16), found by `fasttrain sweep` on the time to score 20
+        # (sn1: 20 trials): score 20 after ~50-90 s, ~28 after 22M steps in ~4.5 minutes
+        "ppo": {
+            "total_timesteps": 22_000_000,
+            "num_envs": 512,
+            "num_steps": 32,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "learning_rate": 1.66e-3,
+            "gae_lambda": 0.9,
+            "ent_coef": 0.02,
+        },
         # mean score ~8 after 5M steps (~5 minutes): 4 sampled transitions per env transition;
         # fewer updates run 100-260k SPS on 2 cores but barely learn
         "dqn": {
@@ -24,14 +36,17 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
         },
     },
     "cartpole": {
-        # mean return 500 (the maximum) after ~400k steps, ~10 s on 2 CPU cores
+        "model": {"hidden": 64},
+        # found by `fasttrain sweep` on the time to mean return 475 (three sweeps, 120 trials):
+        # 475 after ~0.7-1 s of training on 2 CPU cores, 500 at the end of the 150k steps (~2 s)
         "ppo": {
-            "total_timesteps": 500_000,
+            "total_timesteps": 150_000,
             "num_envs": 64,
-            "num_steps": 32,
-            "num_minibatches": 4,
-            "update_epochs": 4,
-            "learning_rate": 2.5e-3,
+            "num_steps": 16,
+            "num_minibatches": 1,
+            "update_epochs": 3,
+            "learning_rate": 0.02,
+            "gamma": 0.98,
             "ent_coef": 0.0,
         },
         # passes tests/fasttrain/test_dqn.py's learning test

@@ -330,7 +330,7 @@ def start_run(config, num_envs: int) -> RunContext:
     """Device, threads, seeds, the environments and precision; every check runs before work."""
     run = config.run
     device = resolve_device(run.device)
-    amp = resolve_amp(run.amp, device)
+    amp = resolve_amp(run.amp, device, config.model.hidden)
     setup_threads(run)
     torch.manual_seed(run.seed)
     generator = torch.Generator(device=device.torch).manual_seed(run.seed)

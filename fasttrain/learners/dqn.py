@@ -21,7 +21,16 @@ import torch
 import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
-from fasttrain.learners.common import TrainerBase, check_memory, maybe_compile, user_sizes
+from fasttrain.learners.common import (
+    CompiledStep,
+    TrainerBase,
+    check_memory,
+    check_optimizer,
+    make_optimizer,
+    maybe_compile,
+    user_sizes,
+    warn_once,
+)
 from fasttrain.learners.sumtree import SumTree
 from fasttrain.models import make_q_network
 
@@ -49,7 +58,10 @@ class DQNConfig:
     batch_size: int = 256
     """transitions sampled per gradient step"""
     learning_rate: float = 2.5e-4
-    """Adam learning rate"""
+    """learning rate of the optimizer"""
+    optimizer: str = "adam"
+    """adam | muon: muon steps the hidden weight matrices with torch.optim.Muon (torch >= 2.9)
+    and the rest with Adam"""
     gamma: float = 0.99
     """discount factor"""
     target_network_frequency: int = 10_000
@@ -126,6 +138,7 @@ def validate(dqn: DQNConfig, where: str = "dqn") -> None:
         raise ConfigError(f"{where}.learning_rate must be in (0, 10], got {dqn.learning_rate}")
     if dqn.prio_alpha < 0:
         raise ConfigError(f"{where}.prio_alpha must be >= 0, got {dqn.prio_alpha}")
+    check_optimizer(dqn.optimizer, where)
 
 
 # ------------------------------------------------------------------------------- REPLAY
@@ -338,7 +351,7 @@ class Trainer(TrainerBase):
                 args.dueling,
             )
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q_network.parameters(), lr=args.learning_rate)
+        self.optimizer = make_optimizer(args.optimizer, self.q_network, args.learning_rate, 1e-8)
         self.batch_size = args.batch_size
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
         slots = args.buffer_size // args.num_envs + 1
@@ -363,9 +376,11 @@ class Trainer(TrainerBase):
         # the env writes obs[pos + 1] and final_obs[pos] at slot pos: each pair is bound on
         # first use (a ring can have many slots) and kept
         self.step_outputs = [None] * self.buffer.num_slots
+        warn = warn_once(warn)  # one compile warning covers acting and the update
         self.act_network = maybe_compile(
             self.q_network, config.run.compile, self.buffer.obs[0], warn
         )
+        self.train_step = CompiledStep(self._train_step, config.run.compile, warn)
 
     def describe(self) -> str:
         args = self.args
@@ -434,6 +449,15 @@ class Trainer(TrainerBase):
         slots, envs, weights = buffer.sample(args.batch_size, self.generator, beta)
         obs, actions, returns, discount, next_obs = buffer.gather(slots, envs, args.gamma)
         target = self.td_target(returns, discount, next_obs)
+        stats, td_errors = self.train_step(obs, actions, target, weights)
+        if weights is not None:
+            buffer.update_priorities(slots, envs, td_errors)
+        return stats
+
+    def _train_step(self, obs, actions, target, weights):
+        """One optimizer step on a sampled batch (loss, backward, clipping, the step; skipped
+        when not finite): ``([td_loss, mean q], td_errors)``. ``run.compile`` compiles it."""
+        args = self.args
         with self.ctx.autocast():
             q_all = self.q_network(obs)
         q = q_all.float().gather(1, actions[:, None])[:, 0]
@@ -442,13 +466,11 @@ class Trainer(TrainerBase):
         else:
             elementwise = F.mse_loss(q, target, reduction="none")
         loss = elementwise.mean() if weights is None else (weights * elementwise).mean()
-
         self.ctx.optimizer_step(
             self.optimizer, loss, self.q_network.parameters(), args.max_grad_norm
         )
-        if weights is not None:
-            buffer.update_priorities(slots, envs, (q - target).detach())
-        return torch.stack([loss.detach(), q.detach().mean()])
+        q = q.detach()
+        return torch.stack([loss.detach(), q.mean()]), q - target
 
     def update_target(self) -> None:
         tau = self.args.tau

@@ -165,9 +165,11 @@ class Trainer(TrainerBase):
         with torch.inference_mode():
             for t in range(args.num_steps):
                 t0 = time.perf_counter()
-                logits, value, self.policy_state = self.act_policy(
-                    self.obs[t], self.policy_state, self.episode_starts[t]
-                )
+                with self.ctx.autocast():  # the update's precision: ratios start at 1
+                    logits, value, self.policy_state = self.act_policy(
+                        self.obs[t], self.policy_state, self.episode_starts[t]
+                    )
+                logits = logits.float()
                 gumbel = -torch.log(
                     -torch.log(
                         torch.rand(logits.shape, generator=self.generator, device=self.device)
@@ -194,14 +196,14 @@ class Trainer(TrainerBase):
 
     def compute_advantages(self) -> None:
         t0 = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), self.ctx.autocast():
             self.last_values.copy_(
                 self.act_policy(self.obs[-1], self.policy_state, self.episode_starts[-1])[1]
             )
             self.final_values.zero_()
             rows = self.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
             if rows[0].numel():
-                self.final_values[rows] = self.policy.value(self.final_obs[rows])
+                self.final_values[rows] = self.policy.value(self.final_obs[rows]).float()
         stream = 0
         if self.device.type == "cuda":  # launch on torch's stream, ordered with the learner
             stream = torch.cuda.current_stream(self.device).cuda_stream
@@ -348,32 +350,16 @@ def actor(config, obs_shape, obs_dtype, num_actions: int, model_state: dict):
 # ------------------------------------------------------------------------------- BENCHMARK
 
 
-def ceiling(trainer: Trainer, updates: int = 8) -> float:
-    """Samples/s of the update alone (forward, backward, optimizer step) on random data."""
-    args, env, device = trainer.args, trainer.env, trainer.device
-    shape = (trainer.minibatch_size, *env.obs_shape)
-    if env.obs_dtype == torch.uint8:
-        obs = torch.randint(0, 2, shape, dtype=torch.uint8, device=device)
-    else:
-        obs = torch.randn(shape, device=device)
-    actions = torch.randint(0, env.num_actions, (trainer.minibatch_size,), device=device)
-    returns = torch.randn(trainer.minibatch_size, device=device)
-
-    def one_update():
-        with trainer.ctx.autocast():
-            logits, values, _ = trainer.policy(obs)
-        log_probs = F.log_softmax(logits.float(), dim=1)
-        loss = (
-            -log_probs.gather(1, actions[:, None]).mean() + ((values.float() - returns) ** 2).mean()
-        )
-        trainer.ctx.optimizer_step(
-            trainer.optimizer, loss, trainer.policy.parameters(), args.max_grad_norm
-        )
-
-    one_update()
+def ceiling(trainer: Trainer, updates: int = 3) -> float:
+    """Samples/s of the update alone: the same PPO update (every epoch and minibatch of the
+    loss, backward and optimizer step) on the trainer's rollout storage, without the rollout."""
+    if trainer.global_step == 0:  # storage to learn from
+        trainer.iterate()
+    trainer.update()  # warm-up
+    iteration = trainer.iteration
     start = time.perf_counter()
     for _ in range(updates):
-        one_update()
+        trainer.update()
     seconds_per_update = (time.perf_counter() - start) / updates
-    # a batch of minibatch_size * num_minibatches steps costs update_epochs * num_minibatches
-    return trainer.minibatch_size / (seconds_per_update * args.update_epochs)
+    trainer.iteration = iteration  # the learning-rate schedule did not move
+    return trainer.batch_size / seconds_per_update

@@ -24,7 +24,7 @@ def test_config_toml_equals_code_defaults():
             games.get(game).make_params(**parsed.games[game]["params"])
             == games.get(game).params_cls()
         )
-        for section in cfg.LEARNER_SECTIONS:
+        for section in [*cfg.LEARNER_SECTIONS, "model"]:
             want = cfg.GAME_DEFAULTS.get(game, {}).get(section, {})
             assert parsed.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
     # and the file is exactly what the code renders, comments included
@@ -192,3 +192,37 @@ def test_written_config_reads_back_to_the_same_settings_for_every_game(tmp_path)
     for game in games.names():
         for name in cfg.LEARNER_SECTIONS:
             assert again.learner(name, game) == config.learner(name, game), (game, name)
+        assert again.model_for(game) == config.model_for(game), game
+
+
+@pytest.mark.parametrize("chosen", ["cartpole", "snake"])
+def test_written_model_reads_back_for_every_game(chosen):
+    """A run's config.toml names its own network in [model] and every other game's in
+    [game.<name>.model], so it reads back the same whichever game it is used for."""
+    config = cfg.load(sets=[f"game.name={chosen}", "game.snake.model.layers=3"])
+    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
+    assert again.model == config.model
+    for game in games.names():
+        assert again.model_for(game) == config.model_for(game), game
+    assert config.model_for("snake").layers == 3
+
+
+def test_model_presets_per_game_and_their_precedence(tmp_path):
+    cartpole = cfg.GAME_DEFAULTS["cartpole"]["model"]["hidden"]
+    assert cartpole != cfg.ModelConfig().hidden
+    config = cfg.load(sets=["game.name=cartpole"])
+    assert config.model.hidden == cartpole  # the game's tuned network
+    assert cfg.load().model.hidden == cfg.ModelConfig().hidden  # snake keeps the default
+    assert f"model.hidden={cartpole} (cartpole preset)" in config.overrides()
+    # [model] in any layer beats the preset; [game.<name>.model] beats [model] in that layer
+    assert cfg.load(sets=["game.name=cartpole", "model.hidden=32"]).model.hidden == 32
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        "[game]\nname = 'cartpole'\n[model]\nhidden = 32\n[game.cartpole.model]\nhidden = 16\n"
+    )
+    assert cfg.load(path).model.hidden == 16
+    assert cfg.load(path, sets=["model.hidden=8"]).model.hidden == 8  # --set beats the file
+    with pytest.raises(cfg.ConfigError, match="one of tanh, relu"):
+        cfg.load(sets=["game.cartpole.model.activation=gelu"])
+    with pytest.raises(cfg.ConfigError, match="unknown key 'width' in \\[game.cartpole.model\\]"):
+        cfg.load(sets=["game.cartpole.model.width=3"])

@@ -67,11 +67,29 @@ def test_cpu_flags_reads_this_machine():
         assert (flag in flags) == (f" {flag}" in text)
 
 
+@pytest.mark.parametrize(
+    "width, expected", [(32, "off"), (64, "off"), (128, "bf16"), (256, "bf16")]
+)
+def test_amp_auto_on_a_bf16_cpu_skips_narrow_networks(monkeypatch, width, expected):
+    monkeypatch.setattr(devices, "cpu_flags", lambda: {"avx512_bf16"})
+    assert resolve_amp("auto", CPU, width) == expected
+    assert resolve_amp("bf16", CPU, width) == "bf16"  # asked for, it is kept
+    gpu = Device(torch.device("cuda", 0), "cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert resolve_amp("auto", gpu, width) == "bf16"  # tensor cores: any width
+
+
 def test_amp_auto_sets_the_trainers_autocast(monkeypatch):
-    for flags, dtype in (({"avx512_bf16"}, torch.bfloat16), (set(), None)):
+    cases = (
+        ({"avx512_bf16"}, 128, torch.bfloat16),
+        ({"avx512_bf16"}, 16, None),
+        (set(), 128, None),
+    )
+    for flags, hidden, dtype in cases:
         monkeypatch.setattr(devices, "cpu_flags", lambda flags=flags: set(flags))
-        trainer = Trainer(small(run={"amp": "auto"}), warn=lambda *_: None)
-        assert trainer.ctx.amp_dtype is dtype
+        config = small(run={"amp": "auto"}, model={"hidden": hidden})
+        trainer = Trainer(config, warn=lambda *_: None)
+        assert trainer.ctx.amp_dtype is dtype, (flags, hidden)
     with pytest.raises(cfg.ConfigError, match="auto, off, bf16, fp16"):
         small(run={"amp": "bfloat16"})
     with pytest.raises(cfg.ConfigError, match="needs device cuda"):
