@@ -9,7 +9,7 @@ from __future__ import annotations
 
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     "snake": {
-        "model": {"hidden": 128, "activation": "relu"},
+        "model": {"activation": "relu"},
         # 12x12 Snake on 2 CPU cores (bf16), found by `fasttrain sweep` on the time to score 20
         # (sn1: 20 trials): score 20 after ~50-90 s, ~28 after 22M steps in ~4.5 minutes
         "ppo": {
@@ -17,7 +17,6 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "num_envs": 512,
             "num_steps": 32,
             "num_minibatches": 2,
-            "update_epochs": 2,
             "learning_rate": 1.66e-3,
             "gae_lambda": 0.9,
             "ent_coef": 0.02,

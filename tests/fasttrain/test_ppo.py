@@ -149,7 +149,7 @@ def test_cli_run_writes_the_run_directory(tmp_path):
         (["--set", "ppo.learnin_rate=1"], ["unknown key 'learnin_rate'", "learning_rate"]),
         (["--game", "tetris"], ["unknown game 'tetris'", "snake"]),
         (
-            ["--set", "game.snake.ppo.num_envs=10", "--set", "game.snake.ppo.num_steps=3"],
+            ["--set", "game.snake.ppo.num_envs=11", "--set", "game.snake.ppo.num_steps=3"],
             ["does not split"],
         ),
         (["--device", "cuda"], ["cuda", "fasttrain[cuda]"]),
