@@ -673,9 +673,9 @@ BAD_INPUTS = {
     ),
     "num-envs 1e12": (["--num-envs", "1000000000000"], 1, "1,000,000,000,000 snake envs need"),
     "num_steps 1e8": (
-        ["--set", "ppo.num_steps=100000000"],
+        ["--set", "ppo.num_steps=100000000", "--set", "ppo.num_envs=1024"],
         1,
-        "PPO rollout storage needs 113,296.5 GiB",
+        "PPO rollout storage needs 113,296.5 GiB",  # (2e8 + 1) * 1024 * 576 B + 1e8 * 1024 * 36 B
     ),
     "hidden 1e9": (
         ["--set", "model.hidden=1000000000"],
