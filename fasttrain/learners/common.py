@@ -40,20 +40,6 @@ def warn_once(warn):
     return once
 
 
-def maybe_compile(module, mode: str, example: torch.Tensor, warn=print):
-    """``torch.compile`` the network; on any failure warn once and return it uncompiled."""
-    if mode == "off":
-        return module
-    try:
-        compiled = torch.compile(module, mode=None if mode == "default" else mode)
-        with torch.inference_mode():
-            compiled(example)
-        return compiled
-    except Exception as exc:  # compilation needs a compiler toolchain; never fatal
-        warn(f"warning: torch.compile({mode}) failed, running eagerly: {type(exc).__name__}")
-        return module
-
-
 OPTIMIZERS = ("adam", "muon")
 
 
@@ -135,15 +121,17 @@ def set_learning_rate(optimizer, lr: float) -> None:
 
 
 class CompiledStep:
-    """A training step under ``torch.compile`` (``mode`` ``off`` runs it as it is).
+    """A network's forward pass or a whole training step under ``torch.compile`` (``mode``
+    ``off`` runs it as it is).
 
-    Compilation happens at the first call; where it fails (no C++ compiler for the CPU, an
-    unsupported torch) the step warns once and runs eagerly from then on. Only the first call is
-    guarded: it fails while compiling, before the step changes any weight.
+    Compilation happens at the first call, inside the run's first iteration; where it fails (no
+    C++ compiler for the CPU, an unsupported torch) it warns and runs eagerly from then on. Only
+    the first call is guarded: it fails while compiling, before a step changes any weight.
     """
 
-    def __init__(self, fn, mode: str, warn=print):
+    def __init__(self, fn, mode: str, warn=print, what: str = "the update step"):
         self.eager = fn
+        self.what = what
         self.mode = mode
         self.warn = warn
         self.first = mode != "off"
@@ -157,7 +145,7 @@ class CompiledStep:
     def _fall_back(self, exc: Exception) -> None:
         reason = (str(exc).splitlines() or [""])[0][:200]
         self.warn(
-            f"warning: torch.compile({self.mode}) of the update step failed, running "
+            f"warning: torch.compile({self.mode}) of {self.what} failed, running "
             f"eagerly: {type(exc).__name__}: {reason}"
         )
         self.fn, self.first = self.eager, False

@@ -27,7 +27,6 @@ from fasttrain.learners.common import (
     check_memory,
     check_optimizer,
     make_optimizer,
-    maybe_compile,
     user_sizes,
     warn_once,
 )
@@ -377,9 +376,7 @@ class Trainer(TrainerBase):
         # first use (a ring can have many slots) and kept
         self.step_outputs = [None] * self.buffer.num_slots
         warn = warn_once(warn)  # one compile warning covers acting and the update
-        self.act_network = maybe_compile(
-            self.q_network, config.run.compile, self.buffer.obs[0], warn
-        )
+        self.act_network = CompiledStep(self.q_network, config.run.compile, warn, "the network")
         self.train_step = CompiledStep(self._train_step, config.run.compile, warn)
 
     def describe(self) -> str:
@@ -456,7 +453,8 @@ class Trainer(TrainerBase):
 
     def _train_step(self, obs, actions, target, weights):
         """One optimizer step on a sampled batch (loss, backward, clipping, the step; skipped
-        when not finite): ``([td_loss, mean q], td_errors)``. ``run.compile`` compiles it."""
+        when not finite): ``([td_loss, mean q], td_errors)``, td_errors for prioritized replay
+        only. ``run.compile`` compiles it."""
         args = self.args
         with self.ctx.autocast():
             q_all = self.q_network(obs)
@@ -470,7 +468,8 @@ class Trainer(TrainerBase):
             self.optimizer, loss, self.q_network.parameters(), args.max_grad_norm
         )
         q = q.detach()
-        return torch.stack([loss.detach(), q.mean()]), q - target
+        td_errors = None if weights is None else q - target  # priorities only
+        return torch.stack([loss.detach(), q.mean()]), td_errors
 
     def update_target(self) -> None:
         tau = self.args.tau

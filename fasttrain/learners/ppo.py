@@ -22,7 +22,6 @@ from fasttrain.learners.common import (
     check_memory,
     check_optimizer,
     make_optimizer,
-    maybe_compile,
     set_learning_rate,
     user_sizes,
     warn_once,
@@ -139,7 +138,7 @@ class Trainer(TrainerBase):
         # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
         self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
         warn = warn_once(warn)  # one compile warning covers the rollout and the update
-        self.act_policy = maybe_compile(self.policy, config.run.compile, self.obs[0], warn)
+        self.act_policy = CompiledStep(self.policy, config.run.compile, warn, "the network")
         self.train_step = CompiledStep(self._train_step, config.run.compile, warn)
         # the advantage kernel's arguments are converted once; CPU tensors as NumPy views
         gae_args = (
