@@ -185,7 +185,12 @@ def load_agent(path, game: str | None = None):
     params = config.game_params()
     try:
         act = LEARNERS[config.run.algo].actor(
-            config, spec.obs_shape(params), spec.obs_dtype, spec.num_actions, state["model"]
+            config,
+            spec.obs_shape(params),
+            spec.obs_dtype,
+            spec.num_actions,
+            state["model"],
+            obs_categories=spec.obs_categories,
         )
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         # load_state_dict lists every mismatch over many lines; the first says enough

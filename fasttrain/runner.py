@@ -200,9 +200,12 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         )
     )
     overrides = config.overrides()
+    # with several agents per environment, steps and SPS count agent steps (learner rows)
+    agents = trainer.env.num_agents > 1
+    unit, sps_unit = ("agent steps", "agent SPS") if agents else ("steps", "SPS")
     echo(
         f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
-        f"{trainer.describe()} | {planned:,} steps{rounded} | run dir {out}"
+        f"{trainer.describe()} | {planned:,} {unit}{rounded} | run dir {out}"
         + (f" | settings: {', '.join(overrides)}" if overrides else "")
     )
     write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
@@ -317,7 +320,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                     sps = (trainer.global_step - echo_step) / (now - echo_time)
                     echo(
                         f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
-                        f"{sps:>9,.0f} SPS | return {episode['return']:7.2f} | "
+                        f"{sps:>9,.0f} {sps_unit} | return {episode['return']:7.2f} | "
                         f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
                         + " ".join(
                             f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()

@@ -47,8 +47,8 @@ def _cache_key(array):
 class StepOutputs:
     """Observation buffers checked once by ``VecEnv.bind_outputs``, for ``step(out=...)``."""
 
-    obs: torch.Tensor | np.ndarray  # (N, *obs_shape), written by every step
-    final_obs: torch.Tensor | np.ndarray  # (N, *obs_shape), written where an episode ended
+    obs: torch.Tensor | np.ndarray  # (R, *obs_shape), written by every step
+    final_obs: torch.Tensor | np.ndarray  # (R, *obs_shape), written where an episode ended
     kernel_env: KernelEnv = field(repr=False)  # the env these were bound for
     launch_args: tuple = field(repr=False)  # step launcher arguments writing into the two
 
@@ -64,6 +64,9 @@ def _describe(array) -> str:
 class VecEnv:
     """``num_envs`` copies of one game stepping in place; every buffer is a zero-copy torch view.
 
+    Per-agent buffers have ``num_rows = num_envs * num_agents`` rows (one per agent; a
+    single-agent game has one per environment).
+
     ``step`` writes observations into ``env.obs`` or, with ``obs_out`` or ``out`` (from
     ``bind_outputs``), straight into a tensor the learner owns (a slot of its rollout storage),
     so no copy is ever made.
@@ -75,17 +78,20 @@ class VecEnv:
         self.game = spec.name
         self.params = core.params
         self.num_envs = core.num_envs
-        self.num_agents = spec.num_agents
+        self.num_agents = core.num_agents  # agents per environment
+        # rows of every per-agent buffer (obs, actions, rewards, ...): num_envs * num_agents,
+        # the agents of environment i in rows i * num_agents ... (i + 1) * num_agents - 1
+        self.num_rows = core.num_rows
         self.num_actions = spec.num_actions
         self.obs_shape = tuple(spec.obs_shape(core.params))
         self.backend = core.backend.name
         views = {name: to_torch(core.arrays[name]) for name in self._VIEWS}
-        self.obs = views["obs"]  # (N, *obs_shape)
-        self.actions = views["actions"]  # (N,) int64
-        self.rewards = views["rewards"]  # (N,) float32
-        self.terminated = views["terminated"]  # (N,) bool
-        self.truncated = views["truncated"]  # (N,) bool
-        self.final_obs = views["final_obs"]  # (N, *obs_shape), valid where an episode ended
+        self.obs = views["obs"]  # (R, *obs_shape), R = num_rows
+        self.actions = views["actions"]  # (R,) int64
+        self.rewards = views["rewards"]  # (R,) float32
+        self.terminated = views["terminated"]  # (R,) bool
+        self.truncated = views["truncated"]  # (R,) bool
+        self.final_obs = views["final_obs"]  # (R, *obs_shape), valid where an episode ended
         self.obs_dtype = self.obs.dtype
         self.device = self.obs.device
         self._on_gpu = self.device.type == "cuda"
@@ -150,7 +156,7 @@ class VecEnv:
         check: bool = True,
         out: StepOutputs | None = None,
     ):
-        """Step every env; ``actions`` (N,) integers in ``[0, num_actions)``.
+        """Step every env; ``actions`` (num_rows,) integers in ``[0, num_actions)``.
 
         With ``actions=None`` the actions already in ``env.actions`` are used. ``obs_out`` and
         ``final_obs_out`` redirect the observations (and, for rows whose episode ended, the final
@@ -178,8 +184,9 @@ class VecEnv:
             self._load_actions(actions)
         bad = self._core.step(None if out is None else out.launch_args, check)
         if bad >= 0:
+            where = f"env {bad}" if self.num_agents == 1 else f"row {bad}"
             raise ValueError(
-                f"action {int(self.actions[bad])} for env {bad} is out of range: "
+                f"action {int(self.actions[bad])} for {where} is out of range: "
                 f"game {self.game!r} takes actions 0..{self.num_actions - 1}; no env was stepped"
             )
         return (
@@ -193,7 +200,7 @@ class VecEnv:
         """Check and bind observation buffers once, for ``step(actions, out=...)``.
 
         ``obs_out`` and ``final_obs_out`` (default: the env's ``obs`` and ``final_obs``) are
-        contiguous ``(num_envs, *obs_shape)`` tensors of ``obs_dtype`` on ``device`` that do not
+        contiguous ``(num_rows, *obs_shape)`` tensors of ``obs_dtype`` on ``device`` that do not
         overlap; on the host backends NumPy arrays work too. Raises ``TypeError`` or
         ``ValueError`` in one line otherwise.
         """
@@ -234,7 +241,7 @@ class VecEnv:
             self._core.stream = torch.cuda.current_stream(self.device).cuda_stream
 
     def _load_actions(self, actions):
-        expected = (self.num_envs,)
+        expected = (self.num_rows,)
         if isinstance(actions, torch.Tensor):
             if actions.dtype not in _INT_DTYPES:
                 raise TypeError(f"actions must be an integer tensor, got dtype {actions.dtype}")
@@ -262,7 +269,7 @@ class VecEnv:
 
     def _backend_array(self, array, name):
         """``array`` checked as an output buffer, as the backend's array sharing its memory."""
-        expected = (self.num_envs, *self.obs_shape)
+        expected = (self.num_rows, *self.obs_shape)
         host = self.device.type == "cpu"
         if isinstance(array, np.ndarray) and host:
             dtype = self._core.arrays["obs"].dtype
@@ -289,7 +296,8 @@ class VecEnv:
         return self._core.xp.from_dlpack(array)
 
     def stats(self) -> dict:
-        """Means of ``return``, ``length``, ``score`` over episodes ended since the last call."""
+        """Means of ``return``, ``length``, ``score`` over episodes ended since the last call
+        (agent episodes, for games with several agents per environment)."""
         self._follow_torch_stream()
         return self._core.stats()
 
@@ -299,7 +307,8 @@ class VecEnv:
 
     def __repr__(self):
         return (
-            f"VecEnv({self.game!r}, num_envs={self.num_envs}, backend={self.backend!r}, "
+            f"VecEnv({self.game!r}, num_envs={self.num_envs}, num_agents={self.num_agents}, "
+            f"backend={self.backend!r}, "
             f"obs_shape={self.obs_shape}, num_actions={self.num_actions})"
         )
 
@@ -308,6 +317,8 @@ def make(
     game: str, num_envs: int = 4096, backend: str = "cpu", seed: int = 0, **game_params
 ) -> VecEnv:
     """Create ``num_envs`` environments of ``game`` on ``backend``, reset with ``seed``.
+
+    A game with several agents per environment gives ``num_envs * num_agents`` rows.
 
     ``backend`` is ``python`` (uncompiled reference), ``cpu``, ``cuda`` or ``auto``; extra
     keyword arguments set fields of the game's params (e.g. ``height=8``).

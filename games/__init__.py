@@ -6,7 +6,11 @@ import importlib
 
 from fasttrain.kernels.spec import GameSpec
 
-_BUILTIN = {"cartpole": "fasttrain.games.cartpole", "snake": "fasttrain.games.snake"}
+_BUILTIN = {
+    "arena": "fasttrain.games.arena",
+    "cartpole": "fasttrain.games.cartpole",
+    "snake": "fasttrain.games.snake",
+}
 _REGISTRY: dict[str, GameSpec] = {}
 
 

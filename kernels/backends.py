@@ -12,7 +12,7 @@ import contextlib
 
 import numpy as np
 
-from .build import Launchers, load_launchers, retarget
+from .build import Launchers, game_functions, load_launchers
 from .device import cuda_problem, simulator
 from .spec import GameSpec
 
@@ -34,7 +34,7 @@ class PythonBackend:
         if spec.name not in self._cache:
             module = load_launchers(
                 spec,
-                {"step_one": spec.step_one, "reset_one": spec.reset_one, "prange": range},
+                {**game_functions(spec, lambda fn: fn), "prange": range},
                 "python",
             )
 
@@ -82,14 +82,9 @@ class CPUBackend(PythonBackend):
             def jit(fn):
                 return numba.njit(fn, **self.GAME_OPTIONS)
 
-            memo: dict = {}
             module = load_launchers(
                 spec,
-                {
-                    "step_one": retarget(spec.step_one, jit, memo),
-                    "reset_one": retarget(spec.reset_one, jit, memo),
-                    "prange": numba.prange,
-                },
+                {**game_functions(spec, jit), "prange": numba.prange},
                 f"cpu {self.GAME_OPTIONS} {self.LAUNCH_OPTIONS}",
             )
             step = numba.njit(module.step_all, **self.LAUNCH_OPTIONS)

@@ -20,7 +20,7 @@ import types
 
 import numpy as np
 
-from .build import Launchers, load_launchers, retarget
+from .build import Launchers, game_functions, load_launchers
 from .device import cuda_problem, device_args, numba_stream, simulator
 from .spec import GameSpec
 
@@ -98,14 +98,4 @@ def kernel_module(spec: GameSpec, cuda, tag: str) -> types.ModuleType:
     def device_fn(fn):
         return cuda.jit(device=True)(fn)
 
-    memo: dict = {}
-    return load_launchers(
-        spec,
-        {
-            "step_one": retarget(spec.step_one, device_fn, memo),
-            "reset_one": retarget(spec.reset_one, device_fn, memo),
-            "cuda": cuda,
-            "prange": range,
-        },
-        tag,
-    )
+    return load_launchers(spec, {**game_functions(spec, device_fn), "cuda": cuda, "prange": range}, tag)

@@ -27,7 +27,7 @@ _STAT_SUMS = {
 
 
 # the step launcher's arguments that say where observations go (see ``KernelEnv.step_args``)
-_OUT_ARGS = ("obs", "obs_flat", "obs_words", "final_obs_words")
+_OUT_ARGS = ("obs", "obs_flat", "obs_words", "final_obs", "final_obs_flat", "final_obs_words")
 
 
 def check_int(value, name: str) -> int:
@@ -45,33 +45,47 @@ def check_seed(seed) -> int:
     return seed
 
 
+# Arrays with one row per agent (rows = num_envs * num_agents, agent-major within an env); every
+# other array (rng, the game's state) has one row per environment.
+PER_AGENT = (
+    *("obs", "final_obs", "actions", "rewards", "terminated", "truncated", "score"),
+    *("ep_return", "ep_length", *_STAT_SUMS),
+)
+
+
 def buffer_layout(spec: GameSpec, params) -> dict:
-    """Per-environment shape and dtype of every array ``allocate`` makes, by name.
+    """Per-row shape and dtype of every array ``allocate`` makes, by name.
 
     Args:
         spec: the game's spec.
         params: an instance of ``spec.params_cls``.
 
     Returns:
-        dict name -> ``(shape, dtype)``; the runtime prepends ``num_envs`` to each shape.
+        dict name -> ``(shape, dtype)``; the runtime prepends ``num_envs * num_agents`` to the
+        shapes named in ``PER_AGENT`` and ``num_envs`` to the others.
     """
     obs_shape = tuple(spec.obs_shape(params))
     shapes = {
-        "obs": (obs_shape, spec.obs_dtype),  # (N, *obs_shape) observation after the step
-        "final_obs": (obs_shape, spec.obs_dtype),  # (N, *obs_shape) last obs of ended episodes
-        "actions": ((), np.int64),  # (N,) action per env, in [0, num_actions)
-        "rewards": ((), np.float32),  # (N,) reward of the last step
-        "terminated": ((), np.bool_),  # (N,) the MDP ended (death, win)
-        "truncated": ((), np.bool_),  # (N,) a time limit cut the episode
+        "obs": (obs_shape, spec.obs_dtype),  # (R, *obs_shape) observation after the step
+        "final_obs": (obs_shape, spec.obs_dtype),  # (R, *obs_shape) last obs of ended episodes
+        "actions": ((), np.int64),  # (R,) action per agent row, in [0, num_actions)
+        "rewards": ((), np.float32),  # (R,) reward of the last step
+        "terminated": ((), np.bool_),  # (R,) the MDP ended (death, win)
+        "truncated": ((), np.bool_),  # (R,) a time limit cut the episode
         "rng": ((), np.uint64),  # (N,) xorshift64 state per env
-        "score": ((), np.float32),  # (N,) game score of the running episode
-        "ep_return": ((), np.float64),  # (N,) return of the running episode
-        "ep_length": ((), np.int32),  # (N,) steps of the running episode
+        "score": ((), np.float32),  # (R,) game score of the running episode
+        "ep_return": ((), np.float64),  # (R,) return of the running episode
+        "ep_length": ((), np.int32),  # (R,) steps of the running episode
     }
     shapes.update({name: ((), dtype) for name, dtype in _STAT_SUMS.items()})
     for field in spec.state:
         shapes[field.name] = (tuple(field.shape(params)), field.dtype)
     return shapes
+
+
+def _leading(spec: GameSpec, params, num_envs: int) -> dict:
+    rows = num_envs * spec.agents(params)
+    return {name: rows if name in PER_AGENT else num_envs for name in buffer_layout(spec, params)}
 
 
 def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
@@ -84,16 +98,21 @@ def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
         xp: array module (``numpy`` or ``cupy``).
 
     Returns:
-        dict name -> array; I/O buffers, episode counters, stat sums and the game's state.
+        dict name -> array; I/O buffers and episode counters with one row per agent, the RNG
+        and the game's state with one row per environment.
     """
     layout = buffer_layout(spec, params)
-    return {name: xp.zeros((num_envs, *shape), dtype=dt) for name, (shape, dt) in layout.items()}
+    lead = _leading(spec, params, num_envs)
+    return {name: xp.zeros((lead[name], *shape), dtype=dt) for name, (shape, dt) in layout.items()}
 
 
 def buffer_nbytes(spec: GameSpec, params, num_envs: int) -> int:
     """Bytes ``allocate`` would take for ``num_envs`` environments."""
-    layout = buffer_layout(spec, params).values()
-    return num_envs * sum(math.prod(shape) * np.dtype(dt).itemsize for shape, dt in layout)
+    lead = _leading(spec, params, num_envs)
+    return sum(
+        lead[name] * math.prod(shape) * np.dtype(dt).itemsize
+        for name, (shape, dt) in buffer_layout(spec, params).items()
+    )
 
 
 def _memory_limit(xp) -> tuple[int | None, str]:
@@ -124,7 +143,7 @@ def _memory_limit(xp) -> tuple[int | None, str]:
 
 def _words(flat):
     """``flat`` (rows contiguous) viewed as uint64 words when its row size allows it."""
-    if flat.dtype.itemsize * flat.shape[1] % 8 == 0 and flat.flags.c_contiguous:
+    if flat.dtype.itemsize * flat.shape[-1] % 8 == 0 and flat.flags.c_contiguous:
         return flat.view(np.uint64)
     return flat
 
@@ -139,6 +158,8 @@ class KernelEnv:
         self.spec = spec
         self.params = params
         self.num_envs = num_envs
+        self.num_agents = spec.agents(params)
+        self.num_rows = num_envs * self.num_agents  # rows of every per-agent buffer
         self.seed = check_seed(seed)
         self.backend = get_backend(backend)
         self.xp = self.backend.xp
@@ -163,22 +184,34 @@ class KernelEnv:
         self._step_args = self.backend.prepare_args(
             self._args(self._step_names, dict(zip(_OUT_ARGS, out_views, strict=True)))
         )
-        obs_flat = self.arrays["obs"].reshape(self.num_envs, -1)
+        obs, obs_flat = out_views[:2]
         # launcher arguments of ``reset`` (on cuda: device arrays), built once
         self.reset_args = self.backend.prepare_args(
-            self._args(self._reset_names, {"obs_flat": obs_flat})
+            self._args(self._reset_names, {"obs": obs, "obs_flat": obs_flat})
         )
 
+    def _lead(self) -> tuple:
+        """Leading shape of per-agent launcher views: (N,), or (N, A) for agent games."""
+        return (self.num_envs, self.num_agents) if self.spec.agent_game else (self.num_envs,)
+
     def _args(self, names, overrides):
-        source = {**self.arrays, **self._values, **overrides}
+        lead = self._lead()
+        views = {  # per-agent buffers as launcher views indexed [i] or [i, a]
+            name: self.arrays[name].reshape(*lead, *self.arrays[name].shape[1:])
+            for name in PER_AGENT
+        }
+        source = {**self.arrays, **views, **self._values, **overrides}
         return tuple(source[name] for name in names)
 
     def _out_views(self, obs, final_obs) -> tuple:
         """The ``_OUT_ARGS`` views of an observation buffer pair."""
-        flat = obs.reshape(self.num_envs, -1)
+        lead = self._lead()
+        obs_view = obs.reshape(*lead, *obs.shape[1:])
+        final_view = final_obs.reshape(*lead, *final_obs.shape[1:])
+        flat, final_flat = obs.reshape(*lead, -1), final_obs.reshape(*lead, -1)
         # final_obs is copied word by word: LLVM cannot vectorise a byte copy between
         # buffers that may alias, and this copy runs on every episode end
-        return obs, flat, _words(flat), _words(final_obs.reshape(self.num_envs, -1))
+        return obs_view, flat, _words(flat), final_view, final_flat, _words(final_flat)
 
     def step_args(self, obs, final_obs=None) -> tuple:
         """Launcher arguments writing observations into ``obs`` and, for rows whose episode
@@ -278,7 +311,7 @@ class KernelEnv:
 
 
 def speed_check(spec: GameSpec, params, argv=()) -> float:
-    """A game's ``__main__``: env-steps/s on the cpu backend, random actions made beforehand.
+    """A game's ``__main__``: agent-steps/s on the cpu backend, random actions made beforehand.
 
     ``argv``: optional ``[num_envs [num_steps]]`` (default 4096 envs, 2000 steps).
     """
@@ -289,12 +322,13 @@ def speed_check(spec: GameSpec, params, argv=()) -> float:
     env = KernelEnv(spec, num_envs, "cpu", params)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    actions = rng.integers(0, spec.num_actions, (num_steps, num_envs), dtype=np.int64)
+    actions = rng.integers(0, spec.num_actions, (num_steps, env.num_rows), dtype=np.int64)
     env.step()  # compile (or load from cache) outside the timing
     start = time.perf_counter()
     for t in range(num_steps):
         env.arrays["actions"][:] = actions[t]
         env.step()
-    rate = num_envs * num_steps / (time.perf_counter() - start)
-    print(f"{spec.name} cpu: {rate:,.0f} env-steps/s ({num_envs} envs)")
+    rate = env.num_rows * num_steps / (time.perf_counter() - start)
+    what = "env-steps/s" if env.num_agents == 1 else f"agent-steps/s, {env.num_agents} agents/env"
+    print(f"{spec.name} cpu: {rate:,.0f} {what} ({num_envs} envs)")
     return rate

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 # I/O buffers the runtime owns; a game's reset_one/step_one asks for them by argument name.
-# Shapes are per row (per environment); the runtime prepends num_envs. ``obs_flat`` is the same
-# memory as ``obs`` viewed as (num_envs, prod(obs_shape)), for division-free indexing.
+# Shapes are per row; the runtime prepends num_envs (single-agent games) or (num_envs,
+# num_agents) (agent games, see GameSpec). ``obs_flat`` is the same memory as ``obs`` viewed as
+# (..., prod(obs_shape)), for division-free indexing. ``rng`` is per environment.
 IO_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "rng", "score")
+# the I/O buffers with one row per agent (the rest, ``rng``, has one per environment)
+AGENT_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "score")
 
 
 def _finite(value) -> bool:
@@ -40,6 +43,16 @@ class GameSpec:
     ``reset_one(i, ...)`` and ``step_one(i, ...)`` are plain Python, allocation-free scalar
     functions. Their arguments after ``i`` are bound by name to the runtime's I/O buffers
     (``IO_BUFFERS``), to the game's state arrays (``state``), or to fields of ``params``.
+
+    Agent games (``observe`` given) hold ``num_agents`` agents per environment (an int, or a
+    function of the params). Their I/O buffers are indexed ``[i, a]``; ``step_one`` applies
+    every agent's action in a fixed order and sets ``rewards``, ``terminated`` and
+    ``truncated`` per agent, ``observe(i, a, obs_flat, ...)`` writes agent ``a``'s observation
+    from the state, and ``reset_agent(i, a, ...)`` (optional) restarts one agent whose episode
+    ended while the others play on. The runtime calls them in this order each step: the game's
+    step, ``observe`` into ``final_obs`` for every agent that ended, then ``reset_one`` when
+    all agents ended (or, for a game without ``reset_agent``, when any did: the others are
+    truncated), else ``reset_agent`` for each agent that ended, then ``observe`` for all.
     """
 
     name: str
@@ -51,28 +64,59 @@ class GameSpec:
     reset_one: Callable
     step_one: Callable
     render_text: Callable
-    num_agents: int = 1
+    num_agents: int | Callable[[object], int] = 1
+    observe: Callable | None = None
+    reset_agent: Callable | None = None
+    obs_categories: int = 0
+    """> 0: every observation entry is a category code in [0, obs_categories) (models one-hot
+    it); 0: numbers"""
     module: object = None
 
     def __post_init__(self):
-        if self.num_agents != 1:
-            raise NotImplementedError("multi-agent games are not supported yet (num_agents=1)")
+        if self.observe is None:
+            if self.num_agents != 1 or self.reset_agent is not None:
+                raise ValueError(
+                    f"game {self.name!r}: a game with num_agents != 1 or reset_agent must "
+                    "define observe(i, a, obs_flat, ...)"
+                )
+        elif not (callable(self.num_agents) or isinstance(self.num_agents, int)):
+            raise ValueError(f"game {self.name!r}: num_agents must be an int or a function")
         names = {f.name for f in self.state}
         params = {f.name for f in dataclasses.fields(self.params_cls)}
         for clash in (names & set(IO_BUFFERS), params & set(IO_BUFFERS), names & params):
             if clash:
                 raise ValueError(f"game {self.name!r}: names used twice: {sorted(clash)}")
-        for fn in (self.reset_one, self.step_one):
+        for fn in self.functions():
             args = list(inspect.signature(fn).parameters)
-            if not args or args[0] != "i":
-                raise ValueError(f"{fn.__name__} must take the env index `i` first")
-            unknown = set(args[1:]) - names - params - set(IO_BUFFERS)
+            first = ["i", "a"] if fn in (self.observe, self.reset_agent) else ["i"]
+            if args[: len(first)] != first:
+                what = "the env index `i`" + (" and the agent index `a`" if len(first) > 1 else "")
+                raise ValueError(f"{fn.__name__} must take {what} first")
+            unknown = set(args[len(first) :]) - names - params - set(IO_BUFFERS)
             if unknown:
                 raise ValueError(
                     f"{self.name}.{fn.__name__} asks for unknown arguments {sorted(unknown)}; "
                     f"valid: buffers {list(IO_BUFFERS)}, state {sorted(names)}, "
                     f"params {sorted(params)}"
                 )
+
+    @property
+    def agent_game(self) -> bool:
+        """True for games with the agents axis (``observe`` defined), even with one agent."""
+        return self.observe is not None
+
+    def agents(self, params) -> int:
+        """Agents per environment for ``params``."""
+        n = self.num_agents(params) if callable(self.num_agents) else self.num_agents
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"game {self.name!r}: num_agents must be an int >= 1, got {n!r}")
+        return int(n)
+
+    def functions(self) -> tuple:
+        """The game's scalar entry points (step, reset, and for agent games observe and
+        reset_agent when defined)."""
+        fns = (self.step_one, self.reset_one, self.observe, self.reset_agent)
+        return tuple(fn for fn in fns if fn is not None)
 
     def make_params(self, **overrides):
         """Build validated params from keyword overrides (unknown keys raise ``ValueError``)."""

@@ -56,7 +56,8 @@ def measure_training(trainer, iterations: int, ceiling=None) -> dict:
         "sps": (trainer.global_step - step0) / elapsed,
         **{f"time_{k}": v for k, v in split.items()},
         "ceiling_sps": ceiling(trainer) if ceiling else float("nan"),
-        "num_envs": trainer.args.num_envs,
+        "num_envs": trainer.env.num_envs,
+        "num_agents": trainer.env.num_agents,
         "batch_size": trainer.batch_size,
         # GPU memory: the env's buffers plus torch's peak (storage, model, activations)
         "gpu_mem_bytes": trainer.env.nbytes + torch.cuda.max_memory_allocated(trainer.device)

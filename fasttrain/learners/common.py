@@ -352,6 +352,8 @@ class TrainerBase:
         self.config = config
         self.ctx = start_run(config, num_envs)
         self.env = self.ctx.env
+        # learner rows: one per agent (num_envs * num_agents); every buffer is per row
+        self.rows = self.env.num_rows
         self.device = self.ctx.device.torch
         self.generator = self.ctx.generator
         self.timers = Timers()
@@ -362,13 +364,17 @@ class TrainerBase:
 
     @property
     def steps_per_iteration(self) -> int:
-        """Environment steps (agent rows) per iteration."""
-        return self.args.num_envs * self.args.num_steps
+        """Agent steps (learner rows) per iteration."""
+        return self.rows * self.args.num_steps
+
+    def describe_rows(self) -> str:
+        """``256 envs`` or, with several agents per environment, ``64 envs x 8 agents``."""
+        envs = f"{self.env.num_envs} envs"
+        return envs if self.env.num_agents == 1 else f"{envs} x {self.env.num_agents} agents"
 
     def describe(self) -> str:
         """The shape of one iteration, for the run's first log line."""
-        args = self.args
-        return f"{args.num_envs} envs x {args.num_steps} steps = batch {self.batch_size}"
+        return f"{self.describe_rows()} x {self.args.num_steps} steps = batch {self.batch_size}"
 
     def base_state(self) -> dict:
         """Checkpoint fields every learner has: counters, env buffers and random streams."""

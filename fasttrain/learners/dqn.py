@@ -348,22 +348,28 @@ class Trainer(TrainerBase):
                 config.model,
                 self.device,
                 args.dueling,
+                env.spec.obs_categories,
             )
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = make_optimizer(args.optimizer, self.q_network, args.learning_rate, 1e-8)
         self.batch_size = args.batch_size
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
-        slots = args.buffer_size // args.num_envs + 1
+        if args.buffer_size < self.rows * args.n_step:
+            raise ConfigError(
+                f"dqn.buffer_size = {args.buffer_size} must hold n_step = {args.n_step} steps "
+                f"of {self.rows} agent rows (>= {self.rows * args.n_step})"
+            )
+        slots = args.buffer_size // self.rows + 1
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        tree_bytes = SumTree.nbytes(slots * args.num_envs) if args.prioritized else 0
+        tree_bytes = SumTree.nbytes(slots * self.rows) if args.prioritized else 0
         check_memory(
-            slots * args.num_envs * (2 * obs_bytes + 18) + tree_bytes,
+            slots * self.rows * (2 * obs_bytes + 18) + tree_bytes,
             "DQN replay buffer",
             self.device,
         )
         self.buffer = ReplayBuffer(
-            args.buffer_size // args.num_envs + 1,
-            args.num_envs,
+            slots,
+            self.rows,
             env.obs_shape,
             env.obs_dtype,
             self.device,
@@ -382,7 +388,7 @@ class Trainer(TrainerBase):
     def describe(self) -> str:
         args = self.args
         return (
-            f"{args.num_envs} envs x {args.num_steps} steps per iteration | replay "
+            f"{self.describe_rows()} x {args.num_steps} steps per iteration | replay "
             f"{args.buffer_size:,}, batch {self.batch_size}"
         )
 
@@ -395,7 +401,7 @@ class Trainer(TrainerBase):
 
     def env_step(self) -> None:
         """One epsilon-greedy vectorised step, written straight into the replay ring."""
-        env, buffer, N = self.env, self.buffer, self.args.num_envs
+        env, buffer, N = self.env, self.buffer, self.rows
         pos, nxt = buffer.pos, buffer.next_slot
         t0 = time.perf_counter()
         with torch.inference_mode():
@@ -498,7 +504,7 @@ class Trainer(TrainerBase):
             # CleanRL's rule, in env steps: update when global_step crosses a multiple
             tnf = args.target_network_frequency
             steps_since_update = self.global_step % tnf
-            if steps_since_update < args.num_envs * args.train_frequency:
+            if steps_since_update < self.rows * args.train_frequency:
                 self.update_target()
             self.timers.learn += time.perf_counter() - t0
         self.iteration += 1
@@ -534,10 +540,15 @@ class Trainer(TrainerBase):
         self.buffer.load_state_dict(state["replay"])
 
 
-def actor(config, obs_shape, obs_dtype, num_actions: int, model_state: dict):
+def actor(
+    config, obs_shape, obs_dtype, num_actions: int, model_state: dict, obs_categories: int = 0
+):
     """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval)."""
     dueling = config.learner("dqn").dueling
-    q_network = make_q_network(obs_shape, obs_dtype, num_actions, config.model, dueling=dueling)
+    q_network = make_q_network(
+        obs_shape, obs_dtype, num_actions, config.model, dueling=dueling,
+        obs_categories=obs_categories,
+    )  # fmt: skip
     q_network.load_state_dict(model_state)
     q_network.eval()
 
@@ -560,5 +571,5 @@ def ceiling(trainer: Trainer, updates: int = 8) -> float:
         trainer.update().tolist()
     seconds_per_update = (time.perf_counter() - start) / updates
     # each update round of gradient_steps updates follows num_envs * train_frequency env steps
-    steps_per_update = args.num_envs * args.train_frequency / args.gradient_steps
+    steps_per_update = trainer.rows * args.train_frequency / args.gradient_steps
     return steps_per_update / seconds_per_update

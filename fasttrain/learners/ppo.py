@@ -108,15 +108,20 @@ class Trainer(TrainerBase):
         env = self.env
         with user_sizes(f"the model (model.hidden = {config.model.hidden})"):
             self.policy = make_policy(
-                env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device
+                env.obs_shape,
+                env.obs_dtype,
+                env.num_actions,
+                config.model,
+                self.device,
+                env.spec.obs_categories,
             )
         self.optimizer = make_optimizer(args.optimizer, self.policy, args.learning_rate, eps=1e-5)
-        self.batch_size = args.num_envs * args.num_steps
+        self.batch_size = self.rows * args.num_steps
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
 
         # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
-        T, N, dev = args.num_steps, args.num_envs, self.device
+        T, N, dev = args.num_steps, self.rows, self.device
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
         check_memory((2 * T + 1) * N * obs_bytes + T * N * 36, "PPO rollout storage", dev)
         self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
@@ -188,7 +193,7 @@ class Trainer(TrainerBase):
                 t2 = time.perf_counter()
                 timers.forward += t1 - t0
                 timers.env += t2 - t1
-        self.global_step += args.num_steps * args.num_envs
+        self.global_step += args.num_steps * self.rows  # agent steps
 
     # --------------------------------------------------------------------------- ADVANTAGES
 
@@ -211,22 +216,22 @@ class Trainer(TrainerBase):
     # --------------------------------------------------------------------------- UPDATE
 
     def minibatches(self):
-        """Index tensors into the flattened ``(num_steps * num_envs)`` batch, one per minibatch.
+        """Index tensors into the flattened ``(num_steps * rows)`` batch, one per minibatch.
 
-        Feed-forward policies draw transitions at random; recurrent ones draw whole env
-        sequences (every step of ``num_envs / num_minibatches`` envs, time-major), so the loss
+        Feed-forward policies draw transitions at random; recurrent ones draw whole row
+        sequences (every step of ``rows / num_minibatches`` rows, time-major), so the loss
         can replay each sequence's memory from its start.
         """
-        args = self.args
+        args, rows = self.args, self.rows
         if not self.policy.is_recurrent:
             order = torch.randperm(self.batch_size, generator=self.generator, device=self.device)
             for start in range(0, self.batch_size, self.minibatch_size):
                 yield order[start : start + self.minibatch_size]
             return
-        envs = torch.randperm(args.num_envs, generator=self.generator, device=self.device)
-        per_minibatch = max(1, args.num_envs // args.num_minibatches)
-        steps = torch.arange(args.num_steps, device=self.device)[:, None] * args.num_envs
-        for start in range(0, args.num_envs, per_minibatch):
+        envs = torch.randperm(rows, generator=self.generator, device=self.device)
+        per_minibatch = max(1, rows // args.num_minibatches)
+        steps = torch.arange(args.num_steps, device=self.device)[:, None] * rows
+        for start in range(0, rows, per_minibatch):
             yield (steps + envs[None, start : start + per_minibatch]).reshape(-1)
 
     def loss(self, mb) -> tuple[torch.Tensor, torch.Tensor]:
@@ -329,9 +334,13 @@ class Trainer(TrainerBase):
             self.episode_starts[0].copy_(state["next_episode_starts"])
 
 
-def actor(config, obs_shape, obs_dtype, num_actions: int, model_state: dict):
+def actor(
+    config, obs_shape, obs_dtype, num_actions: int, model_state: dict, obs_categories: int = 0
+):
     """A greedy ``obs -> actions`` callable from trained weights (for play and eval)."""
-    policy = make_policy(obs_shape, obs_dtype, num_actions, config.model)
+    policy = make_policy(
+        obs_shape, obs_dtype, num_actions, config.model, obs_categories=obs_categories
+    )
     policy.load_state_dict(model_state)
     policy.eval()
     state = None

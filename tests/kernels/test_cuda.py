@@ -37,7 +37,7 @@ slots = torch.zeros((3, *a.obs.shape), dtype=a.obs.dtype)
 finals = torch.zeros_like(slots)
 saved = a.state_dict()
 for t in range(3):
-    act = torch.randint(0, a.num_actions, (num_envs,), generator=g)
+    act = torch.randint(0, a.num_actions, (a.num_rows,), generator=g)
     a.step(act, obs_out=slots[t], final_obs_out=finals[t], check=False)
     b.step(act)
     assert torch.equal(slots[t], b.obs), (name, t)
@@ -45,7 +45,7 @@ for t in range(3):
     assert torch.equal(finals[t][ended], b.final_obs[ended]), (name, t)
 a.load_state_dict(saved)
 for t in range(3):
-    a.step(torch.zeros(num_envs, dtype=torch.int64))
+    a.step(torch.zeros(a.num_rows, dtype=torch.int64))
 a.load_state_dict(saved)
 for key, value in a.state_dict().items():
     assert np.array_equal(value, saved[key]), (name, key)
@@ -53,8 +53,10 @@ for key, value in a.state_dict().items():
 launcher = get_backend("cuda").compile(spec).step.py_func
 module = sys.modules[launcher.__module__]
 assert module.step_one.fn.__code__ is spec.step_one.__code__
+if spec.agent_game:
+    assert module.observe.fn.__code__ is spec.observe.__code__
 try:
-    a.step(torch.full((num_envs,), a.num_actions))
+    a.step(torch.full((a.num_rows,), a.num_actions))
     raise SystemExit("out-of-range action accepted")
 except ValueError as exc:
     assert "out of range" in str(exc)

@@ -1,0 +1,339 @@
+"""Arena: many snakes in one world, by the rules of PufferLib's Ocean Snake (``snake.h``).
+
+Map: ``height`` x ``width`` cells whose outer ``vision`` rows and columns are wall, so every
+    window around a head stays on the map. ``num_snakes`` snakes (the agents, processed in index
+    order every step) and ``num_food`` food (kept constant: a new piece spawns on a random empty
+    or corpse cell whenever one is eaten).
+Observation: uint8, shape ``(2*vision+1, 2*vision+1)``: the tiles around the agent's head (the
+    head in the centre), as codes:
+        0 empty, 1 food, 2 corpse, 3 wall, 4 own body (head included), 5 another snake
+    (``OBS_CODES`` of them; ``GameSpec.obs_categories`` tells the models to one-hot them).
+Actions: 0 up (row - 1), 1 down (row + 1), 2 left (col - 1), 3 right (col + 1), PufferLib's
+    order. Moving into the neck keeps the snake going straight.
+Moves: snake 0 moves first, then snake 1, ... each into a map that already shows the moves
+    before it, so of two snakes heading into one cell the first gets it and the second dies. The
+    tail leaves its cell only after the head has moved, so entering the cell your own tail is
+    leaving is death (as in PufferLib).
+Rewards: ``reward_food`` per food, ``reward_corpse`` per corpse tile (both grow the snake by one,
+    up to ``max_snake_length``), ``reward_death`` for moving into a wall or any body, 0
+    otherwise.
+Death: the snake is removed at once (with ``leave_corpse_on_death``, every other cell of it
+    becomes corpse: as in PufferLib, those with an even count of cells from there to the tail,
+    both ends included), so the snakes after it in the order
+    can use the freed cells; it is terminated and respawns before the observations are written,
+    with length 1 on a random empty or corpse cell. A snake that finds no such cell waits and
+    tries again next step (it is terminated again, with reward 0).
+Truncated: ``max_episode_steps`` steps in one life (0: no limit, as in PufferLib).
+Score: food and corpse tiles eaten in the life.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fasttrain.kernels import Field, GameSpec, rand_int
+
+EMPTY, FOOD, CORPSE, WALL, SNAKE = 0, 1, 2, 3, 4  # map tiles; snake k is SNAKE + k
+OWN, OTHER = 4, 5  # observation codes of bodies
+OBS_CODES = 6
+UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
+SPAWN_TRIES = 64  # random draws before a free cell is searched for in order
+
+
+@dataclass(frozen=True)
+class ArenaParams:
+    """Mirrors ``[game.arena]`` in config.toml; PufferLib's names. Small defaults that learn on a
+    laptop; PufferLib's own configuration is ``width=640, height=360, num_snakes=256,
+    num_food=4096, vision=5, max_snake_length=1024`` with 4 environments."""
+
+    width: int = 24
+    """map columns, the ``vision`` wall columns on each side included"""
+    height: int = 24
+    """map rows, the ``vision`` wall rows on each side included"""
+    num_snakes: int = 8
+    """snakes (agents) per environment"""
+    num_food: int = 16
+    """food on the map at all times"""
+    vision: int = 3
+    """a snake sees the (2*vision+1)^2 tiles around its head; also the wall's thickness"""
+    leave_corpse_on_death: bool = True
+    """a dead snake leaves corpse tiles (every other cell of its body)"""
+    reward_food: float = 0.1
+    """reward for eating food"""
+    reward_corpse: float = 0.1
+    """reward for eating a corpse tile"""
+    reward_death: float = -1.0
+    """reward for moving into a wall or a body"""
+    max_snake_length: int = 64
+    """snakes stop growing at this length"""
+    max_episode_steps: int = 0
+    """truncate a life at this many steps (0: no limit)"""
+
+    def __post_init__(self):
+        if self.vision < 1:
+            raise ValueError(f"arena vision must be >= 1, got {self.vision}")
+        if min(self.width, self.height) < 2 * self.vision + 2:
+            raise ValueError(
+                f"arena width and height must be at least 2*vision+2 = {2 * self.vision + 2}, "
+                f"got {self.width}x{self.height}"
+            )
+        if self.width * self.height > 2**31 - 1:
+            raise ValueError("arena map must have fewer than 2**31 cells")
+        if not 1 <= self.num_snakes <= 32767 - SNAKE:
+            raise ValueError(f"arena num_snakes must be in 1..{32767 - SNAKE}")
+        if self.num_food < 0 or self.max_snake_length < 1 or self.max_episode_steps < 0:
+            raise ValueError("arena num_food, max_episode_steps must be >= 0, max_snake_length >= 1")
+        free = (self.width - 2 * self.vision) * (self.height - 2 * self.vision)
+        if self.num_snakes + self.num_food > free:
+            raise ValueError(
+                f"arena: {self.num_snakes} snakes and {self.num_food} food do not fit on "
+                f"{free} free cells"
+            )
+
+
+def _cells(p):
+    return (p.height * p.width,)
+
+
+def _snakes(p):
+    return (p.num_snakes,)
+
+
+STATE = (
+    Field("grid", _cells, np.int16, "(H*W,) tile per cell: EMPTY, FOOD, CORPSE, WALL, SNAKE+k"),
+    Field(
+        "body",
+        lambda p: (p.num_snakes, p.max_snake_length),
+        np.int32,
+        "(S, L) ring buffer of each snake's cells r*W+c; head at head_slot, tail length-1 back",
+    ),
+    Field("head_slot", _snakes, np.int32, "(S,) ring index of each head in body"),
+    Field("head", _snakes, np.int32, "(S,) head cell; kept after a death for the last window"),
+    Field("length", _snakes, np.int32, "(S,) cells per snake, 0 while waiting to respawn"),
+    Field("steps", _snakes, np.int32, "(S,) steps in the current life"),
+    Field("missing_food", lambda p: (), np.int32, "() food that found no free cell yet"),
+)
+
+
+# ------------------------------------------------------------------------------- sub-steps
+
+
+def free_cell(i, rng, grid, width, height, vision):
+    """A random empty or corpse cell of the map's inside, or -1 when there is none."""
+    inner_w = width - 2 * vision
+    inner_h = height - 2 * vision
+    for _ in range(SPAWN_TRIES):
+        cell = (vision + rand_int(rng, i, inner_h)) * width + vision + rand_int(rng, i, inner_w)
+        if grid[i, cell] == EMPTY or grid[i, cell] == CORPSE:
+            return cell
+    # a crowded map: the first free cell after a random start, scanning the inside in order
+    start = rand_int(rng, i, inner_h * inner_w)
+    for k in range(inner_h * inner_w):
+        j = start + k
+        if j >= inner_h * inner_w:
+            j -= inner_h * inner_w
+        row = j // inner_w
+        cell = (vision + row) * width + vision + j - row * inner_w
+        if grid[i, cell] == EMPTY or grid[i, cell] == CORPSE:
+            return cell
+    return -1
+
+
+def spawn_food(i, rng, grid, missing_food, width, height, vision):
+    """Put one food on a random empty or corpse cell (counted as missing when none is free)."""
+    cell = free_cell(i, rng, grid, width, height, vision)
+    if cell < 0:
+        missing_food[i] += 1
+    else:
+        grid[i, cell] = FOOD
+
+
+def spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision):
+    """Snake ``a`` starts a life with length 1 on a random empty or corpse cell."""
+    steps[i, a] = 0
+    cell = free_cell(i, rng, grid, width, height, vision)
+    if cell < 0:
+        length[i, a] = 0  # waits: step_one ends this life at once and it tries again
+        return
+    body[i, a, 0] = cell
+    head_slot[i, a] = 0
+    head[i, a] = cell
+    length[i, a] = 1
+    grid[i, cell] = SNAKE + a
+
+
+def remove_snake(i, a, grid, body, head_slot, length, max_snake_length, leave_corpse_on_death):
+    """Clear snake ``a`` from the map, head first; with corpses, the cells where an even number
+    of cells remain (counting the one being cleared) become corpse, as in PufferLib."""
+    slot = head_slot[i, a]
+    n = length[i, a]
+    while n > 0:
+        cell = body[i, a, slot]
+        grid[i, cell] = CORPSE if leave_corpse_on_death and n % 2 == 0 else EMPTY
+        n -= 1
+        slot = slot - 1 if slot > 0 else max_snake_length - 1
+    length[i, a] = 0
+
+
+# ------------------------------------------------------------------------------- reset, step
+
+
+def reset_one(
+    i, rng, grid, body, head_slot, head, length, steps, missing_food,
+    width, height, vision, num_snakes, num_food,
+):  # fmt: skip
+    """A fresh map: wall border, every snake spawned in index order, then the food."""
+    for r in range(height):
+        for c in range(width):
+            inside = vision <= r < height - vision and vision <= c < width - vision
+            grid[i, r * width + c] = EMPTY if inside else WALL
+    for a in range(num_snakes):
+        length[i, a] = 0
+    for a in range(num_snakes):
+        spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision)
+    missing_food[i] = 0
+    for _ in range(num_food):
+        spawn_food(i, rng, grid, missing_food, width, height, vision)
+
+
+def reset_agent(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision):
+    """Respawn snake ``a`` (already removed from the map when it died)."""
+    spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision)
+
+
+# one line per argument group: env index and I/O buffers, state arrays, params
+def step_one(
+    i, actions, rewards, terminated, truncated, rng, score,
+    grid, body, head_slot, head, length, steps, missing_food,
+    width, height, vision, num_snakes, leave_corpse_on_death, reward_food, reward_corpse,
+    reward_death, max_snake_length, max_episode_steps,
+):  # fmt: skip
+    """Move every snake once, in index order."""
+    for _ in range(missing_food[i]):  # food that found no room earlier tries again
+        missing_food[i] -= 1
+        spawn_food(i, rng, grid, missing_food, width, height, vision)
+    for a in range(num_snakes):
+        terminated[i, a] = False
+        truncated[i, a] = False
+        n = length[i, a]
+        if n == 0:  # no cell was free at its respawn
+            rewards[i, a] = 0.0
+            terminated[i, a] = True
+            continue
+        slot = head_slot[i, a]
+        cell = body[i, a, slot]
+        action = actions[i, a]
+        step = -width if action == UP else width if action == DOWN else -1 if action == LEFT else 1
+        new = cell + step
+        if n > 1 and new == body[i, a, slot - 1 if slot > 0 else max_snake_length - 1]:
+            new = cell - step  # into the neck: keep going straight
+        tile = grid[i, new]
+        if tile >= WALL:
+            rewards[i, a] = reward_death
+            terminated[i, a] = True
+            remove_snake(i, a, grid, body, head_slot, length, max_snake_length,
+                         leave_corpse_on_death)  # fmt: skip
+            continue
+        slot = slot + 1 if slot + 1 < max_snake_length else 0
+        body[i, a, slot] = new
+        head_slot[i, a] = slot
+        head[i, a] = new
+        grows = tile == FOOD or tile == CORPSE
+        if tile == FOOD:
+            rewards[i, a] = reward_food
+            spawn_food(i, rng, grid, missing_food, width, height, vision)
+        elif tile == CORPSE:
+            rewards[i, a] = reward_corpse
+        else:
+            rewards[i, a] = 0.0
+        if grows:
+            score[i, a] += 1.0
+        if grows and n < max_snake_length:
+            length[i, a] = n + 1
+        else:
+            tail = slot - n
+            if tail < 0:
+                tail += max_snake_length
+            grid[i, body[i, a, tail]] = EMPTY
+        grid[i, new] = SNAKE + a
+        steps[i, a] += 1
+        truncated[i, a] = 0 < max_episode_steps <= steps[i, a]
+
+
+def observe(i, a, obs_flat, grid, head, width, vision):
+    """Write snake ``a``'s window of tile codes, row by row, its head in the centre."""
+    side = 2 * vision + 1
+    own = SNAKE + a
+    corner = head[i, a] - vision * width - vision
+    k = 0
+    for r in range(side):
+        row = corner + r * width
+        for c in range(side):
+            tile = grid[i, row + c]
+            if tile >= SNAKE:
+                tile = OWN if tile == own else OTHER
+            obs_flat[i, a, k] = tile
+            k += 1
+
+
+# ------------------------------------------------------------------------------- render
+
+_GLYPHS = {EMPTY: ".", FOOD: "*", CORPSE: "x", WALL: "#"}
+
+
+def render_text(state, params, crop: int = 48) -> str:
+    """The map, one character per cell: '#' wall, '*' food, 'x' corpse, '.' empty, snake k as
+    'A' + k (its head in upper case, body in lower case; k >= 26 as '@'/'o'). A map larger than
+    ``crop`` is cropped to the ``crop`` x ``crop`` square around snake 0's head."""
+    h, w = params.height, params.width
+    grid = np.asarray(state["grid"]).reshape(h, w)
+    heads = {int(state["head"][k]): k for k in range(params.num_snakes) if state["length"][k] > 0}
+    r0, c0, r1, c1 = 0, 0, h, w
+    if h > crop or w > crop:
+        hr, hc = divmod(int(state["head"][0]), w)
+        r0 = min(max(hr - crop // 2, 0), max(h - crop, 0))
+        c0 = min(max(hc - crop // 2, 0), max(w - crop, 0))
+        r1, c1 = min(r0 + crop, h), min(c0 + crop, w)
+    rows = []
+    for r in range(r0, r1):
+        line = []
+        for c in range(c0, c1):
+            tile = int(grid[r, c])
+            if tile >= SNAKE:
+                k = tile - SNAKE
+                letter = chr(ord("a") + k) if k < 26 else "o"
+                head = heads.get(r * w + c) == k
+                line.append((letter.upper() if k < 26 else "@") if head else letter)
+            else:
+                line.append(_GLYPHS[tile])
+        rows.append("".join(line))
+    if (r0, c0, r1, c1) != (0, 0, h, w):
+        rows.append(f"(rows {r0}-{r1 - 1}, columns {c0}-{c1 - 1} of {h}x{w}, around snake 0)")
+    return "\n".join(rows)
+
+
+SPEC = GameSpec(
+    name="arena",
+    params_cls=ArenaParams,
+    state=STATE,
+    obs_shape=lambda p: (2 * p.vision + 1, 2 * p.vision + 1),
+    obs_dtype=np.uint8,
+    num_actions=4,
+    reset_one=reset_one,
+    step_one=step_one,
+    render_text=render_text,
+    num_agents=lambda p: p.num_snakes,
+    observe=observe,
+    reset_agent=reset_agent,
+    obs_categories=OBS_CODES,
+)
+
+
+if __name__ == "__main__":  # speed check: python -m fasttrain.games.arena [num_envs] [steps]
+    import sys
+
+    from fasttrain.kernels.env import speed_check
+
+    speed_check(SPEC, ArenaParams(), sys.argv[1:])
