@@ -278,6 +278,11 @@ def observe(i, a, obs_flat, grid, head, width, vision):
             k += 1
 
 
+def obs_bounds(params):
+    """Lowest and highest observation code (for the adapters' observation spaces)."""
+    return 0, OBS_CODES - 1
+
+
 # ------------------------------------------------------------------------------- render
 
 _GLYPHS = {EMPTY: ".", FOOD: "*", CORPSE: "x", WALL: "#"}
