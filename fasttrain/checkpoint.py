@@ -175,8 +175,9 @@ def saved_config(path, state: dict):
         raise ConfigError(f"checkpoint {checkpoint_path(path)}: {exc}") from None
 
 
-def load_agent(path, game: str | None = None):
-    """A greedy ``obs -> actions`` callable from a run directory, and the game's params."""
+def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0):
+    """An ``obs -> actions`` callable from a run directory (greedy, or a seeded sample of the
+    policy), and the game's params."""
     state = load(path)
     config = saved_config(path, state)
     if game is not None and game != config.game.name:
@@ -191,6 +192,8 @@ def load_agent(path, game: str | None = None):
             spec.num_actions,
             state["model"],
             obs_categories=spec.obs_categories,
+            greedy=greedy,
+            seed=seed,
         )
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         # load_state_dict lists every mismatch over many lines; the first says enough

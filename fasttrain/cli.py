@@ -1,4 +1,4 @@
-"""The ``fasttrain`` command line: games, play, run, sweep, bench."""
+"""The ``fasttrain`` command line: games, play, eval, run, sweep, bench."""
 
 from __future__ import annotations
 
@@ -139,7 +139,10 @@ def games():
         params = spec.params_cls()
         shape = "x".join(str(s) for s in spec.obs_shape(params))
         dtype = spec.obs_dtype.__name__
-        rows.append((name, f"{dtype} {shape}", str(spec.num_actions), str(spec.num_agents)))
+        agents = str(spec.agents(params))
+        if callable(spec.num_agents):
+            agents += " (a param)"
+        rows.append((name, f"{dtype} {shape}", str(spec.num_actions), agents))
     widths = [max(len(r[k]) for r in rows) for k in range(4)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -202,10 +205,14 @@ def play(game, policy, checkpoint, steps, fps, seed):
     env = fasttrain.make(game, num_envs=1, backend="cpu", seed=seed, **game_params)
     generator = torch.Generator().manual_seed(seed)
     interactive = sys.stdout.isatty()
-    total, episode = 0.0, 1
+    # with several agents the frame shows the whole world; the status follows agent 0
+    who = "" if env.num_agents == 1 else f"agent 0 of {env.num_agents}  "
+    total, episode, lives = 0.0, 1, 0
     for step in range(steps + 1):
         frame = env.render(0)
-        status = f"{game}  episode {episode}  step {step}  return {total:+.2f}"
+        status = f"{game}  {who}episode {episode}  step {step}  return {total:+.2f}"
+        if env.num_agents > 1:
+            status += f"  lives ended (all agents) {lives}"
         if interactive:
             click.echo("\x1b[H\x1b[2J" + frame + "\n" + status)
             if fps > 0:
@@ -215,15 +222,91 @@ def play(game, policy, checkpoint, steps, fps, seed):
         if step == steps:
             break
         if act is None:
-            actions = torch.randint(0, env.num_actions, (1,), generator=generator)
+            actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
         else:
             actions = act(env.obs)
         _, reward, terminated, truncated = env.step(actions)
+        lives += int((terminated | truncated).sum())
         total += float(reward[0])
         if bool(terminated[0] | truncated[0]):
             end = "died or won" if bool(terminated[0]) else "time limit"
             click.echo(f"episode {episode} ended ({end}): return {total:+.2f}")
             total, episode = 0.0, episode + 1
+
+
+@main.command("eval")
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(),
+    default=None,
+    help="Run directory (or checkpoint.pt) of a trained agent.",
+)
+@click.option(
+    "--game",
+    default=None,
+    type=click.UNPROCESSED,
+    help="Game for --random without a run (its default params).",
+)
+@click.option("--episodes", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--num-envs", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option(
+    "--greedy", is_flag=True, help="Play the most likely action (default: sample the policy)."
+)
+@click.option(
+    "--random",
+    "random_baseline",
+    is_flag=True,
+    help="Also play uniformly random actions in the same world, for a baseline.",
+)
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option(
+    "--json", "json_file", type=click.Path(dir_okay=False), default=None, help="Write results here."
+)
+def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, seed, json_file):
+    """Play fresh environments with a fixed seed until N episodes end; report the means.
+
+    With several agents per environment an episode is one agent's life: score is what one life
+    gathers (food per life in the arena), length how long it lived.
+    """
+    import json
+
+    from fasttrain import games as registry
+    from fasttrain.errors import ConfigError
+    from fasttrain.evaluate import evaluate, table
+
+    if run_dir is None and game is None:
+        raise click.UsageError("eval needs --run DIR, or --game NAME with --random")
+    if run_dir is None and not random_baseline:
+        raise click.UsageError("without --run there is no agent: add --random for a baseline")
+    if game is not None and game not in registry.names():
+        raise click.BadParameter(
+            f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
+        )
+    results = []
+    try:
+        params = {}
+        if run_dir is not None:
+            from fasttrain.checkpoint import load, load_agent, saved_config
+
+            config = saved_config(run_dir, load(run_dir))
+            game = config.game.name
+            act, params = load_agent(run_dir, greedy=greedy, seed=seed)
+            what = "agent (greedy)" if greedy else "agent"
+            results.append(evaluate(game, params, act, episodes, num_envs, seed, policy=what))
+        if random_baseline:
+            results.append(evaluate(game, params, None, episodes, num_envs, seed))
+    except (ConfigError, ValueError, TypeError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0]) from None
+    click.echo(f"{game}: {num_envs} envs, seed {seed}, first {episodes} episodes")
+    click.echo(table(results))
+    if len(results) == 2 and results[1].score_mean > 0:
+        click.echo(f"score: agent / random = {results[0].score_mean / results[1].score_mean:.1f}x")
+    if json_file:
+        from fasttrain.rundir import write_atomic
+
+        payload = {"game": game, "params": params, "results": [r.as_dict() for r in results]}
+        write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
 
 
 @main.command("sweep")

@@ -34,6 +34,17 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "exploration_fraction": 0.2,
         },
     },
+    "arena": {
+        "model": {"activation": "relu"},
+        # the default 24x24 arena, 8 snakes each: ~14 food per life after ~1.3M agent steps
+        # (uniformly random snakes: ~0.5), on 2 CPU cores
+        "ppo": {
+            "total_timesteps": 10_000_000,
+            "num_envs": 64,
+            "num_steps": 32,
+            "num_minibatches": 2,
+        },
+    },
     "cartpole": {
         "model": {"hidden": 64},
         # found by `fasttrain sweep` on the time to mean return 475 (three sweeps, 120 trials):

@@ -49,9 +49,9 @@ class ArenaParams:
     num_food=4096, vision=5, max_snake_length=1024`` with 4 environments."""
 
     width: int = 24
-    """map columns, the ``vision`` wall columns on each side included"""
+    """map columns, the vision wall columns on each side included"""
     height: int = 24
-    """map rows, the ``vision`` wall rows on each side included"""
+    """map rows, the vision wall rows on each side included"""
     num_snakes: int = 8
     """snakes (agents) per environment"""
     num_food: int = 16
@@ -84,7 +84,9 @@ class ArenaParams:
         if not 1 <= self.num_snakes <= 32767 - SNAKE:
             raise ValueError(f"arena num_snakes must be in 1..{32767 - SNAKE}")
         if self.num_food < 0 or self.max_snake_length < 1 or self.max_episode_steps < 0:
-            raise ValueError("arena num_food, max_episode_steps must be >= 0, max_snake_length >= 1")
+            raise ValueError(
+                "arena num_food, max_episode_steps must be >= 0, max_snake_length >= 1"
+            )
         free = (self.width - 2 * self.vision) * (self.height - 2 * self.vision)
         if self.num_snakes + self.num_food > free:
             raise ValueError(
@@ -198,8 +200,12 @@ def reset_one(
         spawn_food(i, rng, grid, missing_food, width, height, vision)
 
 
-def reset_agent(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision):
-    """Respawn snake ``a`` (already removed from the map when it died)."""
+def reset_agent(
+    i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision, max_snake_length
+):
+    """Respawn snake ``a``; a dead snake was removed when it died, a truncated one is cleared
+    here (no corpse: it did not die)."""
+    remove_snake(i, a, grid, body, head_slot, length, max_snake_length, False)
     spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision)
 
 
@@ -237,6 +243,10 @@ def step_one(
                          leave_corpse_on_death)  # fmt: skip
             continue
         slot = slot + 1 if slot + 1 < max_snake_length else 0
+        tail = slot - n
+        if tail < 0:
+            tail += max_snake_length
+        tail_cell = body[i, a, tail]  # read first: at full length the head takes its slot
         body[i, a, slot] = new
         head_slot[i, a] = slot
         head[i, a] = new
@@ -253,10 +263,7 @@ def step_one(
         if grows and n < max_snake_length:
             length[i, a] = n + 1
         else:
-            tail = slot - n
-            if tail < 0:
-                tail += max_snake_length
-            grid[i, body[i, a, tail]] = EMPTY
+            grid[i, tail_cell] = EMPTY
         grid[i, new] = SNAKE + a
         steps[i, a] += 1
         truncated[i, a] = 0 < max_episode_steps <= steps[i, a]

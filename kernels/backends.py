@@ -28,10 +28,10 @@ class PythonBackend:
     validates_in_kernel = True  # step_all checks every action before it changes anything
 
     def __init__(self):
-        self._cache: dict[str, Launchers] = {}
+        self._cache: dict[GameSpec, Launchers] = {}  # by spec: a replaced game recompiles
 
     def compile(self, spec: GameSpec) -> Launchers:
-        if spec.name not in self._cache:
+        if spec not in self._cache:
             module = load_launchers(
                 spec,
                 {**game_functions(spec, lambda fn: fn), "prange": range},
@@ -42,8 +42,8 @@ class PythonBackend:
                 with np.errstate(over="ignore"):
                     return module.step_all(*args)
 
-            self._cache[spec.name] = Launchers(step, module.reset_all)
-        return self._cache[spec.name]
+            self._cache[spec] = Launchers(step, module.reset_all)
+        return self._cache[spec]
 
     def prepare_args(self, args: tuple) -> tuple:
         """Launch arguments in the form ``launch_*`` takes (host arrays: as they are)."""
@@ -76,7 +76,7 @@ class CPUBackend(PythonBackend):
     LAUNCH_OPTIONS = dict(parallel=True, cache=True, error_model="numpy", nogil=True)
 
     def compile(self, spec: GameSpec) -> Launchers:
-        if spec.name not in self._cache:
+        if spec not in self._cache:
             import numba
 
             def jit(fn):
@@ -89,8 +89,8 @@ class CPUBackend(PythonBackend):
             )
             step = numba.njit(module.step_all, **self.LAUNCH_OPTIONS)
             reset = numba.njit(module.reset_all, **self.LAUNCH_OPTIONS)
-            self._cache[spec.name] = Launchers(step, reset, (step, reset))
-        return self._cache[spec.name]
+            self._cache[spec] = Launchers(step, reset, (step, reset))
+        return self._cache[spec]
 
 
 _INSTANCES: dict[str, object] = {}

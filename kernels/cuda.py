@@ -44,20 +44,20 @@ class CUDABackend:
             import cupy
 
             self.xp = cupy
-        self._cache: dict[str, Launchers] = {}
+        self._cache: dict[GameSpec, Launchers] = {}  # by spec: a replaced game recompiles
         self._configs: dict[tuple, object] = {}
 
     def compile(self, spec: GameSpec) -> Launchers:
-        if spec.name not in self._cache:
+        if spec not in self._cache:
             from numba import cuda
 
             module = kernel_module(spec, cuda, f"cuda sim={simulator()}")
             cache = not simulator()
-            self._cache[spec.name] = Launchers(
+            self._cache[spec] = Launchers(
                 cuda.jit(module.step_kernel, cache=cache),
                 cuda.jit(module.reset_kernel, cache=cache),
             )
-        return self._cache[spec.name]
+        return self._cache[spec]
 
     def prepare_args(self, args: tuple) -> tuple:
         """Launch arguments as device arrays: done once per buffer set, never per step."""
@@ -98,4 +98,6 @@ def kernel_module(spec: GameSpec, cuda, tag: str) -> types.ModuleType:
     def device_fn(fn):
         return cuda.jit(device=True)(fn)
 
-    return load_launchers(spec, {**game_functions(spec, device_fn), "cuda": cuda, "prange": range}, tag)
+    return load_launchers(
+        spec, {**game_functions(spec, device_fn), "cuda": cuda, "prange": range}, tag
+    )

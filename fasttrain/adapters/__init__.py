@@ -1,1 +1,1 @@
-"""Adapters to other RL libraries (optional extras: gym, sb3)."""
+"""Adapters to other RL libraries (optional extras: gym, sb3, pettingzoo)."""

@@ -17,6 +17,13 @@ step overwrites in place. With ``copy=True`` (the default, as in ``SyncVectorEnv
 observations) is not changed by the next; ``copy=False`` returns the views themselves, with no
 copy at all, for loops that consume each step's arrays before stepping again. ``final_obs`` rows
 are always copied: the ``final_obs`` buffer is reused by every later episode end.
+
+Games with several agents per environment (the arena): every agent is one row of the vector env,
+as in PufferLib, so ``envs.num_envs`` is ``num_envs * num_agents`` (``envs.env.num_rows``), agent
+a of environment i in row ``i * num_agents + a``. Each row has its own episodes (an agent's
+lives), rewards, ``terminated``/``truncated`` and ``final_obs``; ``render()`` gives one picture
+per environment, not per row. One policy acting for every row is self-play with shared weights.
+For separate policies per agent use ``fasttrain.adapters.pettingzoo``.
 """
 
 from __future__ import annotations
@@ -64,7 +71,8 @@ def observation_space(spec: GameSpec, params) -> spaces.Box:
 
 
 class GymVectorEnv(VectorEnv):
-    """``num_envs`` copies of a fasttrain game behind Gymnasium's vector API (same-step reset)."""
+    """A fasttrain VecEnv's rows (one per env and agent) behind Gymnasium's vector API
+    (same-step reset)."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["ansi"]}
 
@@ -74,7 +82,7 @@ class GymVectorEnv(VectorEnv):
         self.env = env
         self.copy = copy
         self.render_mode = render_mode
-        self.num_envs = env.num_envs
+        self.num_envs = env.num_rows  # one row per agent of each environment
         self.single_observation_space = observation_space(env.spec, env.params)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.single_action_space = spaces.Discrete(env.num_actions)
@@ -92,7 +100,7 @@ class GymVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Reset every env; ``seed`` reseeds env i's stream from ``(seed, i)``."""
+        """Reset every env; ``seed`` reseeds environment i's stream from ``(seed, i)``."""
         if options:
             raise ValueError(f"reset options are not supported, got keys {sorted(options)}")
         super().reset(seed=seed)
@@ -100,7 +108,7 @@ class GymVectorEnv(VectorEnv):
         return self._host(self._buffers[0]), {}
 
     def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Step every env with ``actions`` (num_envs integers); finished envs restart."""
+        """Step with ``actions`` (one integer per row); rows whose episode ended restart."""
         self.env.step(np.asarray(actions))  # checks shape, dtype and range before stepping
         obs, rewards, terminated, truncated = (self._host(b) for b in self._buffers)
         infos: dict[str, Any] = {}
@@ -119,13 +127,15 @@ class GymVectorEnv(VectorEnv):
         return obs, rewards, terminated, truncated, infos
 
     def render(self) -> tuple[str, ...] | None:
-        """Text pictures of every env when ``render_mode="ansi"``, else None."""
+        """Text pictures of every environment (one per environment, not per agent row) when
+        ``render_mode="ansi"``, else None."""
         if self.render_mode != "ansi":
             return None
-        return tuple(self.env.render(i) for i in range(self.num_envs))
+        return tuple(self.env.render(i) for i in range(self.env.num_envs))
 
     def __repr__(self):
-        return f"GymVectorEnv({self.env.game!r}, num_envs={self.num_envs})"
+        agents = "" if self.env.num_agents == 1 else f", num_agents={self.env.num_agents}"
+        return f"GymVectorEnv({self.env.game!r}, num_envs={self.num_envs}{agents})"
 
 
 def make_vec(
@@ -137,7 +147,8 @@ def make_vec(
     render_mode: str | None = None,
     **params,
 ) -> GymVectorEnv:
-    """A Gymnasium ``VectorEnv`` of ``num_envs`` copies of game ``name``, reset with ``seed``.
+    """A Gymnasium ``VectorEnv`` of ``num_envs`` copies of game ``name``, reset with ``seed``;
+    its ``num_envs`` is ``num_envs * num_agents`` for a game with several agents per env.
 
     Extra keyword arguments set fields of the game's params (e.g. ``max_episode_steps=200``).
     """

@@ -15,6 +15,13 @@ there). Wrap in ``VecMonitor`` for ``rollout/ep_rew_mean`` logging.
 Observations, rewards and dones are always copies of the kernel buffers: SB3's on-policy loop
 keeps the previous step's observation (``_last_obs``) and writes it to its rollout buffer only
 after the next step, which overwrites the kernel buffers in place.
+
+Games with several agents per environment (the arena): every agent is one SB3 env, as in
+PufferLib, so ``venv.num_envs`` is ``num_envs * num_agents``, agent a of environment i at index
+``i * num_agents + a``, each with its own episodes (an agent's lives) and
+``terminal_observation``. The model is then one policy playing every agent (self-play with
+shared weights). ``env_method("render", indices=...)`` gives the picture of each index's
+environment. For separate policies per agent use ``fasttrain.adapters.pettingzoo``.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from fasttrain.adapters.gym import observation_space
 
 
 class SB3VecEnv(VecEnv):
-    """``num_envs`` copies of a fasttrain game behind SB3's ``VecEnv`` API."""
+    """A fasttrain VecEnv's rows (one per env and agent) behind SB3's ``VecEnv`` API."""
 
     def __init__(self, env: fasttrain.VecEnv, seed: int | None = None):
         self.env = env
@@ -46,7 +53,7 @@ class SB3VecEnv(VecEnv):
         self._to_host = env.to_host
         self._actions: np.ndarray | None = None
         super().__init__(
-            env.num_envs,
+            env.num_rows,  # one SB3 env per agent of each environment
             observation_space(env.spec, env.params),
             spaces.Discrete(env.num_actions),
         )
@@ -108,8 +115,8 @@ class SB3VecEnv(VecEnv):
     def env_method(
         self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs
     ) -> list[Any]:
-        if method_name == "render":  # per-env text picture
-            return [self.env.render(i) for i in self._get_indices(indices)]
+        if method_name == "render":  # the text picture of each index's environment
+            return [self.env.render(i // self.env.num_agents) for i in self._get_indices(indices)]
         raise AttributeError(f"env_method supports only 'render', got {method_name!r}")
 
     def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
@@ -122,7 +129,8 @@ class SB3VecEnv(VecEnv):
 def make_vec_env(
     name: str, num_envs: int, seed: int = 0, backend: str = "cpu", **params
 ) -> SB3VecEnv:
-    """An SB3 ``VecEnv`` of ``num_envs`` copies of game ``name``, reset with ``seed``.
+    """An SB3 ``VecEnv`` of ``num_envs`` copies of game ``name``, reset with ``seed``; its
+    ``num_envs`` is ``num_envs * num_agents`` for a game with several agents per env.
 
     Extra keyword arguments set fields of the game's params (e.g. ``max_episode_steps=200``).
     """

@@ -77,8 +77,19 @@ def time_repeats(run, steps_per_call: int, repeats: int, seconds: float, sync=la
     return sps
 
 
-def bench_env(game: str, backend: str, num_envs: int, repeats: int, seconds: float, seed=0):
-    """env-steps/s of ``VecEnv.step`` with pre-drawn random actions, and the env's buffer bytes.
+# Extra env-only rows at other game params: (label, num_envs, params). The arena is also timed
+# in PufferLib's own Ocean Snake configuration, the work its C Snake is measured on.
+PUFFER_ARENA = dict(
+    width=640, height=360, num_snakes=256, num_food=4096, vision=5, max_snake_length=1024
+)
+EXTRA_ENV_ROWS = {"arena": [("PufferLib's configuration (640x360, 256 snakes)", 4, PUFFER_ARENA)]}
+
+
+def bench_env(
+    game: str, backend: str, num_envs: int, repeats: int, seconds: float, seed=0, params=None
+):
+    """Agent-steps/s (env-steps/s for one agent per env) of ``VecEnv.step`` with pre-drawn
+    random actions, and the env's buffer bytes. ``params``: game params (default: defaults).
 
     The actions are in range by construction, so the step skips the host-side range check that
     would cost a synchronisation per step on cuda (the CPU backends check inside the kernel).
@@ -87,10 +98,10 @@ def bench_env(game: str, backend: str, num_envs: int, repeats: int, seconds: flo
 
     import fasttrain
 
-    env = fasttrain.make(game, num_envs=num_envs, backend=backend, seed=seed)
-    rows = max(8, min(1024, ACTION_POOL_BYTES // (8 * num_envs)))
+    env = fasttrain.make(game, num_envs=num_envs, backend=backend, seed=seed, **(params or {}))
+    rows = max(8, min(1024, ACTION_POOL_BYTES // (8 * env.num_rows)))
     generator = torch.Generator().manual_seed(seed)
-    pool = torch.randint(0, env.num_actions, (rows, num_envs), generator=generator)
+    pool = torch.randint(0, env.num_actions, (rows, env.num_rows), generator=generator)
     pool = pool.to(env.device)
     cursor = [0]
 
@@ -101,7 +112,7 @@ def bench_env(game: str, backend: str, num_envs: int, repeats: int, seconds: flo
             i = (i + 1) % rows
         cursor[0] = i
 
-    sps = time_repeats(run, num_envs, repeats, seconds, env.synchronize)
+    sps = time_repeats(run, env.num_rows, repeats, seconds, env.synchronize)
     return sps, env.nbytes
 
 
@@ -135,13 +146,13 @@ def bench_baseline(game: str, repeats: int, seconds: float, seed=0):
             x = torch.as_tensor(obs.copy(), dtype=torch.float32)
             with torch.no_grad():
                 logits = policy(x)
-            action = torch.distributions.Categorical(logits=logits).sample()
-            next_obs, reward, terminated, truncated = env.step(np.array([action.item()]))
-            reward.item(), terminated.item(), truncated.item()
+            actions = torch.distributions.Categorical(logits=logits).sample()
+            next_obs, reward, terminated, truncated = env.step(np.array(actions.tolist()))
+            reward.sum().item(), terminated.any().item(), truncated.any().item()
             obs = next_obs.numpy()
         state["obs"] = obs
 
-    return time_repeats(run, 1, repeats, seconds)
+    return time_repeats(run, env.num_rows, repeats, seconds)
 
 
 def bench_compile(game: str, backend: str, cache: str, threads: int) -> dict:
@@ -291,6 +302,11 @@ def compile_stage(plan: Plan, results: Results, cache: str) -> None:
 
 def env_stage(plan: Plan, results: Results, game: str) -> None:
     """env-only throughput of ``game`` over every backend and num_envs of the sweep."""
+    from fasttrain import games
+
+    spec = games.get(game)
+    agents = spec.agents(spec.make_params())
+    agents_note = f", agent-steps/s ({agents} agents per env)" if spec.agent_game else ""
     for backend in plan.backends:
         for n in plan.sweep[backend]:
             if backend == "python" and n > PYTHON_MAX_ENVS:
@@ -299,10 +315,17 @@ def env_stage(plan: Plan, results: Results, game: str) -> None:
                 continue
             progress(f"{game} {backend} num_envs={n}: env-steps/s")
             sps, nbytes = bench_env(game, backend, n, plan.repeats, plan.seconds, plan.seed)
-            note = "random actions"
+            note = "random actions" + agents_note
             if backend == "cuda":
                 note += f", {nbytes / 2**20:,.0f} MiB of GPU buffers"
             results.rows.append(make_row(game, "env", backend, n, sps, note, mem_bytes=nbytes))
+    for label, n, params in EXTRA_ENV_ROWS.get(game, ()):
+        if "cpu" not in plan.backends:
+            continue
+        progress(f"{game} cpu num_envs={n}, {label}: agent-steps/s")
+        sps, nbytes = bench_env(game, "cpu", n, plan.repeats, plan.seconds, plan.seed, params)
+        note = f"random actions, agent-steps/s, {label}"
+        results.rows.append(make_row(game, "env", "cpu", n, sps, note, mem_bytes=nbytes))
 
 
 def baseline_stage(plan: Plan, results: Results, game: str) -> None:

@@ -27,8 +27,9 @@ class Learner:
     trainer: type
     """``trainer(config, warn=print)``: a ``learners.common.TrainerBase`` with ``iterate()``"""
     actor: Callable
-    """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0) ->
-    act(obs) -> actions``: the greedy agent of a checkpoint, for ``play``"""
+    """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0,
+    greedy=True, seed=0) -> act(obs) -> actions``: the agent of a checkpoint (its most likely
+    action, or a seeded sample where the learner has a policy), for ``play`` and ``eval``"""
     ceiling: Callable | None = None
     """``ceiling(trainer) -> samples/s`` of the update alone, for ``fasttrain bench``"""
     bench: dict = field(default_factory=dict)

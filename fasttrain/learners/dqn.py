@@ -41,7 +41,7 @@ PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
 @dataclass(frozen=True)
 class DQNConfig:
     total_timesteps: int = 500_000
-    """environment steps to train for (--steps)"""
+    """environment steps to train for (--steps); agent steps in games with several agents"""
     num_envs: int = 128
     """parallel environments"""
     num_steps: int = 64
@@ -541,9 +541,17 @@ class Trainer(TrainerBase):
 
 
 def actor(
-    config, obs_shape, obs_dtype, num_actions: int, model_state: dict, obs_categories: int = 0
+    config,
+    obs_shape,
+    obs_dtype,
+    num_actions: int,
+    model_state: dict,
+    obs_categories: int = 0,
+    greedy: bool = True,
+    seed: int = 0,
 ):
-    """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval)."""
+    """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval);
+    a Q-network has no policy to sample, so ``greedy`` and ``seed`` change nothing."""
     dueling = config.learner("dqn").dueling
     q_network = make_q_network(
         obs_shape, obs_dtype, num_actions, config.model, dueling=dueling,

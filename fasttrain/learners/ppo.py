@@ -34,7 +34,7 @@ from fasttrain.models import make_policy
 @dataclass(frozen=True)
 class PPOConfig:
     total_timesteps: int = 5_000_000
-    """environment steps to train for (--steps)"""
+    """environment steps to train for (--steps); agent steps in games with several agents"""
     num_envs: int = 256
     """parallel environments"""
     num_steps: int = 128
@@ -335,21 +335,32 @@ class Trainer(TrainerBase):
 
 
 def actor(
-    config, obs_shape, obs_dtype, num_actions: int, model_state: dict, obs_categories: int = 0
+    config,
+    obs_shape,
+    obs_dtype,
+    num_actions: int,
+    model_state: dict,
+    obs_categories: int = 0,
+    greedy: bool = True,
+    seed: int = 0,
 ):
-    """A greedy ``obs -> actions`` callable from trained weights (for play and eval)."""
+    """An ``obs -> actions`` callable from trained weights (for play and eval): the most likely
+    action, or with ``greedy=False`` a sample of the policy (seeded with ``seed``)."""
     policy = make_policy(
         obs_shape, obs_dtype, num_actions, config.model, obs_categories=obs_categories
     )
     policy.load_state_dict(model_state)
     policy.eval()
     state = None
+    generator = torch.Generator().manual_seed(seed)
 
     def act(obs: torch.Tensor) -> torch.Tensor:
         nonlocal state
         with torch.inference_mode():
             logits, _, state = policy(obs, state)
-            return logits.argmax(dim=1)
+            if greedy:
+                return logits.argmax(dim=1)
+            return torch.multinomial(logits.float().softmax(dim=1), 1, generator=generator)[:, 0]
 
     return act
 

@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode  # noqa: E402
 from fasttrain.adapters.gym import make_vec  # noqa: E402
 
 X_LIMIT, THETA_LIMIT = 2.4, 12 * 2 * np.pi / 360
+ARENA = dict(width=12, height=12, num_snakes=3, num_food=2, vision=2)  # 3 agents per env
 
 
 def gym_cartpole(num_envs):
@@ -195,6 +196,43 @@ def test_gym_render_ansi():
     assert make_vec("cartpole", 1).render() is None
 
 
+def test_gym_arena_agents_are_rows():
+    """Agent a of env i is row i*num_agents + a, with its own episodes and final_obs."""
+    envs = make_vec("arena", 2, seed=0, render_mode="ansi", **ARENA)
+    twin = fasttrain.make("arena", num_envs=2, seed=0, **ARENA)
+    assert envs.num_envs == 6
+    space = envs.single_observation_space
+    assert space.dtype == np.uint8 and space.shape == (5, 5)
+    assert np.all(space.low == 0) and np.all(space.high == 5)
+    assert envs.action_space == gymnasium.spaces.MultiDiscrete([4] * 6)
+    obs, _ = envs.reset(seed=0)
+    np.testing.assert_array_equal(obs, twin.obs.numpy())
+    rng = np.random.default_rng(0)
+    some_rows_ended = False
+    for _ in range(60):
+        actions = rng.integers(4, size=6)
+        obs, rewards, terminated, truncated, infos = envs.step(actions)
+        twin.step(actions)
+        assert envs.observation_space.contains(obs)
+        for mine, kernel in ((obs, twin.obs), (rewards, twin.rewards)):
+            np.testing.assert_array_equal(mine, kernel.numpy())
+        np.testing.assert_array_equal(terminated, twin.terminated.numpy())
+        done = terminated | truncated
+        if not done.any():
+            assert infos == {}
+            continue
+        some_rows_ended |= not done.all()
+        np.testing.assert_array_equal(infos["_final_obs"], done)
+        for row in range(6):
+            if done[row]:
+                np.testing.assert_array_equal(infos["final_obs"][row], twin.final_obs[row].numpy())
+            else:
+                assert infos["final_obs"][row] is None
+    assert some_rows_ended  # rows end apart: one agent's death ends no other row's episode
+    frames = envs.render()
+    assert frames == (twin.render(0), twin.render(1)) and frames[0] != frames[1]
+
+
 # ------------------------------------------------------------------------------- sb3
 
 sb3 = pytest.importorskip("stable_baselines3")
@@ -258,6 +296,34 @@ def test_sb3_seed_attrs_and_methods():
     assert len(pictures) == 2 and "theta=" in pictures[0]
     assert venv.env_is_wrapped(VecMonitor) == [False] * 4
     venv.close()
+
+
+def test_sb3_arena_agents_are_envs():
+    venv = make_vec_env("arena", 2, seed=0, **ARENA)
+    twin = fasttrain.make("arena", num_envs=2, seed=0, **ARENA)
+    assert venv.num_envs == 6 and venv.action_space == gymnasium.spaces.Discrete(4)
+    obs = venv.reset()
+    assert obs.shape == (6, 5, 5) and obs.dtype == np.uint8
+    np.testing.assert_array_equal(obs, twin.obs.numpy())
+    rng = np.random.default_rng(1)
+    ended = 0
+    for _ in range(40):
+        actions = rng.integers(4, size=6)
+        obs, rewards, dones, infos = venv.step(actions)
+        twin.step(actions)
+        np.testing.assert_array_equal(obs, twin.obs.numpy())
+        np.testing.assert_array_equal(rewards, twin.rewards.numpy())
+        assert len(infos) == 6
+        for row in range(6):
+            if dones[row]:
+                final = infos[row]["terminal_observation"]
+                np.testing.assert_array_equal(final, twin.final_obs[row].numpy())
+                ended += 1
+            else:
+                assert "terminal_observation" not in infos[row]
+    assert ended > 0
+    assert venv.get_attr("num_snakes") == [3] * 6
+    assert venv.env_method("render", indices=[2, 3]) == [twin.render(0), twin.render(1)]
 
 
 def test_sb3_ppo_learns_cartpole_a_little():

@@ -14,25 +14,46 @@ import torch
 import fasttrain
 from fasttrain import games
 from fasttrain.kernels import assert_backends_agree, get_backend
+from fasttrain.kernels.env import PER_AGENT
 
 GAMES = games.names()
+SINGLE_AGENT = [name for name in GAMES if not games.get(name).agent_game]
+AGENT_GAMES = [name for name in GAMES if games.get(name).agent_game]
+# small worlds for the uncompiled reference (whose cost grows with the agents per env)
+SMALL = {
+    "arena": dict(width=12, height=12, num_snakes=4, num_food=3, vision=2, max_episode_steps=25)
+}
 
 
 def _random_actions(env, num_steps, seed):
     gen = np.random.default_rng(seed)
-    return gen.integers(0, env.num_actions, (num_steps, env.num_envs), dtype=np.int64)
+    return gen.integers(0, env.num_actions, (num_steps, env.num_rows), dtype=np.int64)
 
 
-def _call(fn, env, arrays, i):
-    """Call a game's scalar ``fn`` on env ``i``, arguments bound by name as the runtime does."""
-    source = {
+def _views(env, arrays) -> dict:
+    """Arrays as the launchers pass them: per-agent buffers indexed [i] or [i, a]."""
+    lead = (env.num_envs, env.num_agents) if env.spec.agent_game else (env.num_envs,)
+    views = {
+        name: a.reshape(*lead, *a.shape[1:]) for name, a in arrays.items() if name in PER_AGENT
+    }
+    return {
         **arrays,
-        "obs_flat": arrays["obs"].reshape(env.num_envs, -1),
+        **views,
+        "obs_flat": arrays["obs"].reshape(*lead, -1),
+        "final_obs_flat": arrays["final_obs"].reshape(*lead, -1),
         **env.spec.param_values(env.params),
     }
-    names = list(inspect.signature(fn).parameters)[1:]
+
+
+def _call(fn, env, arrays, *index, out="obs"):
+    """Call a game's scalar ``fn`` on env ``i`` (and agent ``a``), arguments bound by name as
+    the runtime does; ``out="final_obs"`` points ``obs``/``obs_flat`` at the final buffers."""
+    source = _views(env, arrays)
+    if out == "final_obs":
+        source["obs"], source["obs_flat"] = source["final_obs"], source["final_obs_flat"]
+    names = list(inspect.signature(fn).parameters)[len(index) :]
     with np.errstate(over="ignore"):
-        fn(i, *[source[name] for name in names])
+        fn(*index, *[source[name] for name in names])
 
 
 def test_registry_lists_snake():
@@ -46,15 +67,19 @@ def test_shapes_dtypes_and_value_ranges(game):
     env = fasttrain.make(game, num_envs=16, backend="cpu", seed=1)
     expected_shape = tuple(spec.obs_shape(env.params))
     assert env.obs_shape == expected_shape
-    assert tuple(env.obs.shape) == (16, *expected_shape)
-    assert tuple(env.final_obs.shape) == (16, *expected_shape)
+    rows = 16 * spec.agents(env.params)
+    assert env.num_rows == rows and env.num_agents == spec.agents(env.params)
+    assert tuple(env.obs.shape) == (rows, *expected_shape)
+    assert tuple(env.final_obs.shape) == (rows, *expected_shape)
+    for name, array in env.arrays.items():  # one row per agent, or per env (rng, state)
+        assert array.shape[0] == (rows if name in PER_AGENT else 16), name
     obs_dtype = torch.from_numpy(np.zeros(1, dtype=spec.obs_dtype)).dtype
     assert env.obs.dtype == obs_dtype == env.obs_dtype
     assert env.num_actions == spec.num_actions >= 1
     for actions in _random_actions(env, 300, seed=2):
         obs, rewards, terminated, truncated = env.step(actions)
         assert obs.data_ptr() == env.obs.data_ptr() and obs.dtype == obs_dtype
-        assert rewards.dtype == torch.float32 and rewards.shape == (16,)
+        assert rewards.dtype == torch.float32 and rewards.shape == (rows,)
         assert torch.isfinite(rewards).all()
         assert terminated.dtype == torch.bool and truncated.dtype == torch.bool
         assert not (terminated & truncated).any()
@@ -62,7 +87,7 @@ def test_shapes_dtypes_and_value_ranges(game):
             assert torch.isfinite(obs).all()
 
 
-@pytest.mark.parametrize("game", GAMES)
+@pytest.mark.parametrize("game", SINGLE_AGENT)
 def test_auto_reset_final_obs_and_stats_match_reference(game):
     """Every ended row: final_obs is step_one's observation, then reset_one ran on the row."""
     env = fasttrain.make(game, num_envs=16, backend="cpu", seed=3)
@@ -101,6 +126,61 @@ def test_auto_reset_final_obs_and_stats_match_reference(game):
     assert stats["return"] == pytest.approx(np.mean(ended_returns), rel=1e-9, abs=1e-9)
     assert stats["score"] == pytest.approx(np.mean(ended_scores), rel=1e-9, abs=1e-9)
     assert env.stats() == {}
+
+
+@pytest.mark.parametrize("game", AGENT_GAMES)
+def test_agents_auto_reset_final_obs_and_stats_match_reference(game):
+    """Per agent: final_obs is observe() after the game's step, then only the ended agents
+    restart (reset_agent; reset_one when all ended), then every agent observes."""
+    env = fasttrain.make(game, num_envs=4, backend="cpu", seed=3, **SMALL.get(game, {}))
+    spec, n, agents = env.spec, env.num_envs, env.num_agents
+    assert agents > 1, "the contract wants several agents per environment here"
+    state_names = [f.name for f in spec.state]
+    running_return = np.zeros(env.num_rows)
+    running_length = np.zeros(env.num_rows, dtype=np.int64)
+    ended_returns, ended_lengths, ended_scores = [], [], []
+    partial = 0  # steps where some but not all agents of an env ended
+    for actions in _random_actions(env, 300, seed=4):
+        before = {name: array.copy() for name, array in env.arrays.items()}
+        env.step(actions)
+        running_return += env.rewards.numpy()
+        running_length += 1
+        ref = {name: array.copy() for name, array in before.items()}
+        ref["actions"][:] = actions
+        for i in range(n):
+            rows = slice(i * agents, (i + 1) * agents)
+            _call(spec.step_one, env, ref, i)
+            done = ref["terminated"][rows] | ref["truncated"][rows]
+            whole = done.all() if spec.reset_agent is not None else done.any()
+            if whole:
+                ref["truncated"][rows] |= ~ref["terminated"][rows]
+                done = ref["terminated"][rows] | ref["truncated"][rows]
+            for a in np.flatnonzero(done):
+                _call(spec.observe, env, ref, i, a, out="final_obs")
+                row = i * agents + a
+                np.testing.assert_array_equal(env.final_obs[row].numpy(), ref["final_obs"][row])
+                ended_scores.append(float(ref["score"][row]))
+                ended_returns.append(running_return[row] + 0.0)
+                ended_lengths.append(running_length[row])
+                running_return[row], running_length[row] = 0.0, 0
+                ref["score"][row] = 0
+            if whole:
+                _call(spec.reset_one, env, ref, i)
+            elif done.any():
+                partial += 1
+                for a in np.flatnonzero(done):
+                    _call(spec.reset_agent, env, ref, i, a)
+            for a in range(agents):
+                _call(spec.observe, env, ref, i, a)
+        for name in ("obs", "rewards", "terminated", "truncated", "score", *state_names, "rng"):
+            np.testing.assert_array_equal(env.arrays[name], ref[name], err_msg=name)
+    assert len(ended_returns) >= 10, "random play should end some agents' episodes"
+    assert partial > 0, "some agents should restart while the others play on"
+    stats = env.stats()
+    assert stats["episodes"] == len(ended_returns)
+    assert stats["length"] == pytest.approx(np.mean(ended_lengths), rel=1e-12)
+    assert stats["return"] == pytest.approx(np.mean(ended_returns), rel=1e-9, abs=1e-9)
+    assert stats["score"] == pytest.approx(np.mean(ended_scores), rel=1e-9, abs=1e-9)
 
 
 def _trajectory(env, actions):
@@ -162,7 +242,7 @@ def test_no_recompilation(game):
     for a in actions[1:]:
         env.step(a)
     env.step(torch.from_numpy(actions[0]).to(torch.int32))
-    storage = torch.zeros((2, 8, *env.obs_shape), dtype=env.obs_dtype)
+    storage = torch.zeros((2, env.num_rows, *env.obs_shape), dtype=env.obs_dtype)
     env.step(actions[1], obs_out=storage[1])
     env.reset(seed=3)
     again = fasttrain.make(game, num_envs=8, backend="cpu", seed=9)
@@ -176,11 +256,18 @@ def test_no_recompilation(game):
 @pytest.mark.parametrize("game", GAMES)
 def test_cpu_matches_python_reference_bit_for_bit(game):
     """Every buffer, final_obs where episodes ended, and the stats, after every step."""
-    episodes = assert_backends_agree(games.get(game), ["python", "cpu"], 64, 10_000, seed=11)
+    spec = games.get(game)
+    params = spec.make_params(**SMALL.get(game, {}))
+    agents = spec.agents(params)
+    episodes = assert_backends_agree(
+        spec, ["python", "cpu"], max(1, 64 // agents), 10_000 // agents, seed=11, params=params
+    )
     assert episodes > 0
 
 
 @pytest.mark.parametrize("game", GAMES)
 def test_parallel_cpu_matches_python_reference(game, parallel_threads):
     """Environments split over threads must not interfere (the suite otherwise runs on one)."""
-    assert_backends_agree(games.get(game), ["python", "cpu"], 512, 50, seed=13)
+    spec = games.get(game)
+    params = spec.make_params(**SMALL.get(game, {}))
+    assert_backends_agree(spec, ["python", "cpu"], 512, 50, seed=13, params=params)
