@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import io
 from pathlib import Path
 
@@ -185,16 +186,16 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
     spec = games.get(config.game.name)
     params = config.game_params()
     try:
-        act = LEARNERS[config.run.algo].actor(
-            config,
-            spec.obs_shape(params),
-            spec.obs_dtype,
-            spec.num_actions,
-            state["model"],
-            obs_categories=spec.obs_categories,
-            greedy=greedy,
-            seed=seed,
-        )
+        actor = LEARNERS[config.run.algo].actor
+        # keywords added after the first learners: passed to the actors that take them
+        options = {"obs_categories": spec.obs_categories, "greedy": greedy, "seed": seed}
+        accepted = inspect.signature(actor).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+            options = {k: v for k, v in options.items() if k in accepted}
+        act = actor(
+            config, spec.obs_shape(params), spec.obs_dtype, spec.num_actions, state["model"],
+            **options,
+        )  # fmt: skip
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         # load_state_dict lists every mismatch over many lines; the first says enough
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]

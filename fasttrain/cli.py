@@ -279,6 +279,8 @@ def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, see
         raise click.UsageError("eval needs --run DIR, or --game NAME with --random")
     if run_dir is None and not random_baseline:
         raise click.UsageError("without --run there is no agent: add --random for a baseline")
+    if run_dir is None and greedy:
+        raise click.UsageError("--greedy plays a trained agent: add --run DIR")
     if game is not None and game not in registry.names():
         raise click.BadParameter(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
@@ -289,9 +291,8 @@ def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, see
         if run_dir is not None:
             from fasttrain.checkpoint import load, load_agent, saved_config
 
-            config = saved_config(run_dir, load(run_dir))
-            game = config.game.name
-            act, params = load_agent(run_dir, greedy=greedy, seed=seed)
+            act, params = load_agent(run_dir, game, greedy=greedy, seed=seed)  # checks --game
+            game = saved_config(run_dir, load(run_dir)).game.name
             what = "agent (greedy)" if greedy else "agent"
             results.append(evaluate(game, params, act, episodes, num_envs, seed, policy=what))
         if random_baseline:
@@ -304,8 +305,10 @@ def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, see
         click.echo(f"score: agent / random = {results[0].score_mean / results[1].score_mean:.1f}x")
     if json_file:
         from fasttrain.rundir import write_atomic
+        from fasttrain.runner import json_safe
 
-        payload = {"game": game, "params": params, "results": [r.as_dict() for r in results]}
+        rows = [{k: json_safe(v) for k, v in r.as_dict().items()} for r in results]
+        payload = {"game": game, "params": params, "results": rows}
         write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
 
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from fasttrain.bench import parse_num_envs, time_repeats
+from fasttrain.bench import parse_num_envs, stages, time_repeats
 from fasttrain.bench.plan import make_plan
 from fasttrain.bench.report import Results, machine_info, report, seed_spread
 from fasttrain.bench.stages import targets_stage
@@ -331,3 +331,123 @@ def test_sb3_time_to_target_reports_seconds_at_a_rollout_end():
     assert 0 < run["seconds"] <= run["train_s"] <= 25
     assert run["steps"] > 0 and run["steps"] % (ZOO_N_ENVS * ZOO_CARTPOLE["n_steps"]) == 0
     assert run["best"] >= 30.0 and run["total_steps"] >= run["steps"]
+
+
+# ------------------------------------------------------------------------------- agent games
+
+
+def fake_time_repeats(calls: list):
+    """A ``time_repeats`` that measures nothing: it makes 3 calls of ``run`` and records what it
+    was told; the env is the owner of ``sync`` (bench_env passes ``env.synchronize``)."""
+
+    def fake(run, steps_per_call, repeats, seconds, sync=lambda: None):
+        run(3)
+        calls.append((steps_per_call, getattr(sync, "__self__", None)))
+        return [1.0] * repeats
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    "game, num_envs, params, rows",
+    [
+        ("arena", 2, None, 16),  # 8 snakes per env: 16 agent-steps per step
+        ("arena", 3, {"num_snakes": 2, "num_food": 3, "width": 10, "height": 10}, 6),
+        ("snake", 5, None, 5),  # one agent per env: env-steps
+    ],
+)
+def test_bench_env_counts_agent_rows_and_takes_params(monkeypatch, game, num_envs, params, rows):
+    calls = []
+    monkeypatch.setattr(stages, "time_repeats", fake_time_repeats(calls))
+    sps, nbytes = stages.bench_env(game, "cpu", num_envs, 2, 0.01, seed=0, params=params)
+    assert sps == [1.0, 1.0]
+    ((steps_per_call, env),) = calls
+    assert steps_per_call == rows == env.num_rows and env.num_envs == num_envs
+    for key, value in (params or {}).items():
+        assert getattr(env.params, key) == value
+    assert nbytes == env.nbytes
+    # run(3) stepped every row 3 times: lengths of ended and running episodes add up
+    lengths = env.arrays["done_length"].sum() + env.arrays["ep_length"].sum()
+    assert lengths == 3 * rows
+
+
+def test_bench_env_times_the_arena():
+    sps, nbytes = stages.bench_env("arena", "cpu", 2, repeats=2, seconds=0.01)
+    assert len(sps) == 2 and all(math.isfinite(s) and s > 0 for s in sps)
+    assert nbytes > 0
+
+
+def env_plan(game: str, backends: tuple[str, ...]):
+    return make_plan(
+        game_names=(game,),
+        device="cpu",
+        num_envs=[4],
+        backend_names=backends,
+        quick=True,
+        json_path=None,
+        plot_path=None,
+        threads=1,
+        repeats=3,
+        seconds=0.01,
+        train_iterations=None,
+        train_num_envs=None,
+        seed=0,
+        targets=False,
+    )
+
+
+@pytest.mark.parametrize("backends", [("cpu",), ("python", "cpu"), ("python",)])
+def test_env_stage_adds_the_pufferlib_arena_row_on_cpu(monkeypatch, backends):
+    calls = []
+
+    def fake_bench_env(game, backend, num_envs, repeats, seconds, seed=0, params=None):
+        calls.append((game, backend, num_envs, params))
+        return [100.0, 300.0, 200.0], 4096 * num_envs
+
+    monkeypatch.setattr(stages, "bench_env", fake_bench_env)
+    results = Results()
+    stages.env_stage(env_plan("arena", backends), results, "arena")
+    sweep = [(b, 4, None) for b in backends]
+    puffer = [("cpu", 4, stages.PUFFER_ARENA)] if "cpu" in backends else []
+    assert [c[1:] for c in calls] == sweep + puffer
+    assert all(c[0] == "arena" for c in calls)
+    assert len(results.rows) == len(calls)
+    for row in results.rows[: len(sweep)]:
+        assert row["note"] == "random actions, agent-steps/s (8 agents per env)"
+    if puffer:
+        row = results.rows[-1]
+        assert (row["game"], row["kind"], row["backend"], row["num_envs"]) == (
+            "arena",
+            "env",
+            "cpu",
+            4,
+        )
+        assert "PufferLib" in row["note"] and "256 snakes" in row["note"]
+        assert row["sps_median"] == 200.0 and row["mem_bytes"] == 4096 * 4
+    assert stages.PUFFER_ARENA["num_snakes"] == 256  # PufferLib's Ocean Snake settings
+    assert (stages.PUFFER_ARENA["width"], stages.PUFFER_ARENA["height"]) == (640, 360)
+
+
+def test_env_stage_single_agent_game_has_no_extra_row(monkeypatch):
+    calls = []
+
+    def fake_bench_env(game, backend, num_envs, repeats, seconds, seed=0, params=None):
+        calls.append(params)
+        return [1.0], 1
+
+    monkeypatch.setattr(stages, "bench_env", fake_bench_env)
+    results = Results()
+    stages.env_stage(env_plan("snake", ("cpu",)), results, "snake")
+    assert calls == [None]
+    (row,) = results.rows
+    assert row["note"] == "random actions"  # env-steps: no agents note
+
+
+def test_bench_baseline_steps_every_arena_row(monkeypatch):
+    sps = stages.bench_baseline("arena", repeats=1, seconds=0.01)
+    assert len(sps) == 1 and math.isfinite(sps[0]) and sps[0] > 0
+    calls = []
+    monkeypatch.setattr(stages, "time_repeats", fake_time_repeats(calls))
+    stages.bench_baseline("arena", repeats=1, seconds=0.01)
+    ((steps_per_call, _),) = calls
+    assert steps_per_call == 8  # one python env of 8 snakes: 8 agent-steps per step

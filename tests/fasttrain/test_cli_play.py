@@ -6,6 +6,10 @@ import re
 import subprocess
 import sys
 
+import numpy as np
+import torch
+
+import fasttrain
 from fasttrain import games
 
 
@@ -64,3 +68,79 @@ def test_play_unknown_game_lists_valid_games():
     result = _cli("play", "--game", "snek", "--steps", "1")
     assert result.returncode != 0
     assert "snek" in result.stderr and "snake" in result.stderr
+
+
+# ------------------------------------------------------------------------------- the arena
+
+ARENA_STATUS = re.compile(
+    r"arena  agent 0 of 8  episode (\d+)  step (\d+)  return ([+-]\d+\.\d\d)  "
+    r"lives ended \(all agents\) (\d+)$"
+)
+
+
+def test_games_lists_the_arena_with_agents_as_a_param():
+    result = _cli("games")
+    assert result.returncode == 0, result.stderr
+    rows = {
+        row[0]: row[1:] for row in (re.split(r"\s{2,}", ln) for ln in result.stdout.splitlines())
+    }
+    assert rows["arena"] == ["uint8 7x7", "4", "8 (a param)"]  # vision 3: a 7x7 window
+    assert rows["snake"][-1] == "1" and rows["cartpole"][-1] == "1"
+
+
+def test_play_random_arena_shows_the_whole_map_and_counts_every_life():
+    steps, seed = 40, 2
+    result = _cli("play", "--game", "arena", "--steps", str(steps), "--seed", str(seed))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    status = [(k, ARENA_STATUS.match(line)) for k, line in enumerate(lines)]
+    status = [(k, m) for k, m in status if m]
+    assert [int(m[2]) for _, m in status] == list(range(steps + 1))
+    for k, _ in status:
+        rows = lines[k - 24 : k]  # the default 24x24 map, right above its status line
+        assert all(len(row) == 24 for row in rows)
+        assert rows[:3] == ["#" * 24] * 3 and rows[-3:] == ["#" * 24] * 3  # vision 3: the wall
+        assert all(row[:3] == "###" and row[-3:] == "###" for row in rows)
+        inside = "".join(row[3:-3] for row in rows[3:-3])
+        assert set(inside) <= set(".*xABCDEFGHabcdefgh")
+        assert sorted(c for c in inside if c.isupper()) == list("ABCDEFGH")  # 8 heads
+        assert inside.count("*") == 16  # num_food stays constant
+        assert k < 25 or lines[k - 25] == "" or lines[k - 25].startswith("episode ")
+    # agent 0's episodes, return and every agent's ended lives, as a twin env counts them
+    env = fasttrain.make("arena", num_envs=1, backend="cpu", seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    total, episode, lives, ends = 0.0, 1, 0, []
+    for step in range(1, steps + 1):
+        _, reward, terminated, truncated = env.step(
+            torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
+        )
+        lives += int((terminated | truncated).sum())
+        total += float(reward[0])
+        if bool(terminated[0]):  # the frame after a death shows the next episode
+            ends.append(f"episode {episode} ended (died or won): return {total:+.2f}")
+            total, episode = 0.0, episode + 1
+        _, m = status[step]
+        assert (int(m[1]), float(m[3]), int(m[4])) == (episode, round(total, 2), lives), step
+    assert ends and lives > len(ends)  # agent 0 died, and so did others
+    assert int(status[-1][1][4]) == lives
+    assert [ln for ln in lines if ln.startswith("episode ")] == ends
+
+
+def test_arena_render_crops_a_large_map_around_snake_0():
+    for seed in (0, 1):
+        env = fasttrain.make("arena", num_envs=1, backend="cpu", seed=seed, width=80, height=60)
+        *rows, note = env.render(0).splitlines()
+        assert len(rows) == 48 and all(len(row) == 48 for row in rows)
+        match = re.fullmatch(
+            r"\(rows (\d+)-(\d+), columns (\d+)-(\d+) of 60x80, around snake 0\)", note
+        )
+        assert match, note
+        r0, r1, c0, c1 = (int(g) for g in match.groups())
+        assert (r1 - r0, c1 - c0) == (47, 47) and 0 <= r0 and r1 <= 59 and 0 <= c0 and c1 <= 79
+        head_r, head_c = divmod(int(env.state["head"][0][0]), 80)
+        assert rows[head_r - r0][head_c - c0] == "A"  # snake 0's head is inside the crop
+        grid = np.asarray(env.state["grid"][0]).reshape(60, 80)
+        walls = grid[r0 : r1 + 1, c0 : c1 + 1] == 3
+        assert (np.array([list(row) for row in rows]) == "#").tolist() == walls.tolist()
+    small = fasttrain.make("arena", num_envs=1, backend="cpu", seed=0).render(0).splitlines()
+    assert len(small) == 24 and "around snake 0" not in small[-1]  # the default map: no crop

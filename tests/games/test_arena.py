@@ -9,7 +9,7 @@ import pytest
 import fasttrain
 
 # tiles and observation codes as the docstring documents them (written out, not imported)
-EMPTY, FOOD, CORPSE, WALL, SNAKE = 0, 1, 2, 3, 4
+EMPTY, FOOD, CORPSE, WALL, SNAKE = 0, 1, 2, 3, 5  # map tiles, from the docstring
 S0, S1, S2 = SNAKE, SNAKE + 1, SNAKE + 2
 OWN, OTHER = 4, 5
 UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3
