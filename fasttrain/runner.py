@@ -366,7 +366,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
         raise RunInterrupted(stopped_by)
     echo(
-        f"done: {summary['global_step']:,} steps in {elapsed:.1f} s ({summary['sps']:,.0f} SPS) | "
+        f"done: {summary['global_step']:,} {unit} in {elapsed:.1f} s "
+        f"({summary['sps']:,.0f} {sps_unit}) | "
         f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}"
     )
     return summary

@@ -18,7 +18,14 @@ import time
 
 import click
 
-from fasttrain.bench.plan import PYTHON_MAX_ENVS, SB3_TARGET_GAME, TARGETS, Plan
+from fasttrain.bench.plan import (
+    FULL_SWEEP,
+    PYTHON_MAX_ENVS,
+    QUICK_SWEEP,
+    SB3_TARGET_GAME,
+    TARGETS,
+    Plan,
+)
 from fasttrain.bench.report import (
     SB3_LEARNER,
     Results,
@@ -307,13 +314,14 @@ def env_stage(plan: Plan, results: Results, game: str) -> None:
     spec = games.get(game)
     agents = spec.agents(spec.make_params())
     agents_note = f", agent-steps/s ({agents} agents per env)" if spec.agent_game else ""
+    unit = "agent-steps/s" if spec.agent_game else "env-steps/s"
     for backend in plan.backends:
         for n in plan.sweep[backend]:
             if backend == "python" and n > PYTHON_MAX_ENVS:
                 reason = f"the uncompiled reference runs at most {PYTHON_MAX_ENVS} envs here"
                 results.skip(f"env {game} python num_envs={n}", reason)
                 continue
-            progress(f"{game} {backend} num_envs={n}: env-steps/s")
+            progress(f"{game} {backend} num_envs={n}: {unit}")
             sps, nbytes = bench_env(game, backend, n, plan.repeats, plan.seconds, plan.seed)
             note = "random actions" + agents_note
             if backend == "cuda":
@@ -398,7 +406,9 @@ def peer_stage(plan: Plan, results: Results) -> None:
     except ImportError:
         results.skip("peer gymnasium", "gymnasium is not installed (pip install 'fasttrain[gym]')")
     else:
-        for n in plan.sweep["python"]:
+        # sized like the python reference rows (their default sizes when --backend drops them)
+        sizes = plan.sweep.get("python") or (QUICK_SWEEP if plan.quick else FULL_SWEEP)["python"]
+        for n in sizes:
             progress(f"peer gymnasium CartPole-v1 sync num_envs={n}")
             sps = bench_gymnasium(n, plan.repeats, plan.seconds, plan.seed)
             note = "make_vec sync, random actions"

@@ -451,3 +451,18 @@ def test_bench_baseline_steps_every_arena_row(monkeypatch):
     stages.bench_baseline("arena", repeats=1, seconds=0.01)
     ((steps_per_call, _),) = calls
     assert steps_per_call == 8  # one python env of 8 snakes: 8 agent-steps per step
+
+
+@pytest.mark.parametrize(
+    "backends, sizes", [(("cpu",), stages.QUICK_SWEEP["python"]), (("python", "cpu"), [4])]
+)
+def test_peer_rows_are_sized_like_the_python_rows_even_without_them(monkeypatch, backends, sizes):
+    """--backend cpu leaves the python rows out; the Gymnasium peer rows keep their sizes."""
+    pytest.importorskip("gymnasium")
+    timed = []
+    monkeypatch.setattr(stages, "bench_gymnasium", lambda n, *a: timed.append(n) or [1.0])
+    monkeypatch.setattr(stages, "bench_sb3", lambda *a: [1.0])
+    results = Results()
+    stages.peer_stage(env_plan("cartpole", backends), results)
+    assert timed == list(sizes)
+    assert [r["num_envs"] for r in results.rows if r["backend"] == "gymnasium-sync"] == sizes
