@@ -106,6 +106,7 @@ def _snakes(p):
 
 STATE = (
     Field("grid", _cells, np.int16, "(H*W,) tile per cell: EMPTY, FOOD, CORPSE, WALL, SNAKE+k"),
+    Field("tiles", _cells, np.uint8, "(H*W,) grid with every snake as SNAKE: what windows read"),
     Field(
         "body",
         lambda p: (p.num_snakes, p.max_snake_length),
@@ -121,6 +122,13 @@ STATE = (
 
 
 # ------------------------------------------------------------------------------- sub-steps
+
+
+def put(i, grid, tiles, cell, tile):
+    """Set one map cell in both views: ``grid`` (who is there) and ``tiles`` (what a window
+    shows before own/other: every snake as SNAKE)."""
+    grid[i, cell] = tile
+    tiles[i, cell] = min(tile, SNAKE)
 
 
 def free_cell(i, rng, grid, width, height, vision):
@@ -144,16 +152,18 @@ def free_cell(i, rng, grid, width, height, vision):
     return -1
 
 
-def spawn_food(i, rng, grid, missing_food, width, height, vision):
+def spawn_food(i, rng, grid, tiles, missing_food, width, height, vision):
     """Put one food on a random empty or corpse cell (counted as missing when none is free)."""
     cell = free_cell(i, rng, grid, width, height, vision)
     if cell < 0:
         missing_food[i] += 1
     else:
-        grid[i, cell] = FOOD
+        put(i, grid, tiles, cell, FOOD)
 
 
-def spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision):
+def spawn_snake(
+    i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
+):
     """Snake ``a`` starts a life with length 1 on a random empty or corpse cell."""
     steps[i, a] = 0
     cell = free_cell(i, rng, grid, width, height, vision)
@@ -164,17 +174,19 @@ def spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, he
     head_slot[i, a] = 0
     head[i, a] = cell
     length[i, a] = 1
-    grid[i, cell] = SNAKE + a
+    put(i, grid, tiles, cell, SNAKE + a)
 
 
-def remove_snake(i, a, grid, body, head_slot, length, max_snake_length, leave_corpse_on_death):
+def remove_snake(
+    i, a, grid, tiles, body, head_slot, length, max_snake_length, leave_corpse_on_death
+):
     """Clear snake ``a`` from the map, head first; with corpses, the cells where an even number
     of cells remain (counting the one being cleared) become corpse, as in PufferLib."""
     slot = head_slot[i, a]
     n = length[i, a]
     while n > 0:
         cell = body[i, a, slot]
-        grid[i, cell] = CORPSE if leave_corpse_on_death and n % 2 == 0 else EMPTY
+        put(i, grid, tiles, cell, CORPSE if leave_corpse_on_death and n % 2 == 0 else EMPTY)
         n -= 1
         slot = slot - 1 if slot > 0 else max_snake_length - 1
     length[i, a] = 0
@@ -184,43 +196,46 @@ def remove_snake(i, a, grid, body, head_slot, length, max_snake_length, leave_co
 
 
 def reset_one(
-    i, rng, grid, body, head_slot, head, length, steps, missing_food,
+    i, rng, grid, tiles, body, head_slot, head, length, steps, missing_food,
     width, height, vision, num_snakes, num_food,
 ):  # fmt: skip
     """A fresh map: wall border, every snake spawned in index order, then the food."""
     for r in range(height):
         for c in range(width):
             inside = vision <= r < height - vision and vision <= c < width - vision
-            grid[i, r * width + c] = EMPTY if inside else WALL
+            put(i, grid, tiles, r * width + c, EMPTY if inside else WALL)
     for a in range(num_snakes):
         length[i, a] = 0
     for a in range(num_snakes):
-        spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision)
+        spawn_snake(
+            i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
+        )
     missing_food[i] = 0
     for _ in range(num_food):
-        spawn_food(i, rng, grid, missing_food, width, height, vision)
+        spawn_food(i, rng, grid, tiles, missing_food, width, height, vision)
 
 
 def reset_agent(
-    i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision, max_snake_length
-):
+    i, a, rng, grid, tiles, body, head_slot, head, length, steps,
+    width, height, vision, max_snake_length,
+):  # fmt: skip
     """Respawn snake ``a``; a dead snake was removed when it died, a truncated one is cleared
     here (no corpse: it did not die)."""
-    remove_snake(i, a, grid, body, head_slot, length, max_snake_length, False)
-    spawn_snake(i, a, rng, grid, body, head_slot, head, length, steps, width, height, vision)
+    remove_snake(i, a, grid, tiles, body, head_slot, length, max_snake_length, False)
+    spawn_snake(i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision)
 
 
 # one line per argument group: env index and I/O buffers, state arrays, params
 def step_one(
     i, actions, rewards, terminated, truncated, rng, score,
-    grid, body, head_slot, head, length, steps, missing_food,
+    grid, tiles, body, head_slot, head, length, steps, missing_food,
     width, height, vision, num_snakes, leave_corpse_on_death, reward_food, reward_corpse,
     reward_death, max_snake_length, max_episode_steps,
 ):  # fmt: skip
     """Move every snake once, in index order."""
     for _ in range(missing_food[i]):  # food that found no room earlier tries again
         missing_food[i] -= 1
-        spawn_food(i, rng, grid, missing_food, width, height, vision)
+        spawn_food(i, rng, grid, tiles, missing_food, width, height, vision)
     for a in range(num_snakes):
         terminated[i, a] = False
         truncated[i, a] = False
@@ -240,7 +255,7 @@ def step_one(
         if tile >= WALL:
             rewards[i, a] = reward_death
             terminated[i, a] = True
-            remove_snake(i, a, grid, body, head_slot, length, max_snake_length,
+            remove_snake(i, a, grid, tiles, body, head_slot, length, max_snake_length,
                          leave_corpse_on_death)  # fmt: skip
             continue
         slot = slot + 1 if slot + 1 < max_snake_length else 0
@@ -254,7 +269,7 @@ def step_one(
         grows = tile == FOOD or tile == CORPSE
         if tile == FOOD:
             rewards[i, a] = reward_food
-            spawn_food(i, rng, grid, missing_food, width, height, vision)
+            spawn_food(i, rng, grid, tiles, missing_food, width, height, vision)
         elif tile == CORPSE:
             rewards[i, a] = reward_corpse
         else:
@@ -264,26 +279,35 @@ def step_one(
         if grows and n < max_snake_length:
             length[i, a] = n + 1
         else:
-            grid[i, tail_cell] = EMPTY
-        grid[i, new] = SNAKE + a
+            put(i, grid, tiles, tail_cell, EMPTY)
+        put(i, grid, tiles, new, SNAKE + a)
         steps[i, a] += 1
         truncated[i, a] = 0 < max_episode_steps <= steps[i, a]
 
 
-def observe(i, a, obs_flat, grid, head, width, vision):
+def observe(i, a, obs_flat, grid, tiles, head, width, vision):
     """Write snake ``a``'s window of tile codes, row by row, its head in the centre."""
-    side = 2 * vision + 1
+    # unsigned indices: a compiled signed index is checked for a negative (wraparound) value
+    # at every access; these never are, and dropping the check made the arena ~25% faster.
+    # The window reads the uint8 tiles (half the bytes of grid, so the maps stay in cache) and
+    # looks at grid only on snake cells, to tell its own body from the others.
+    side = np.uint64(2 * vision + 1)
     own = SNAKE + a
-    tiles = grid[i]
+    cells = tiles[i]
+    who = grid[i]
     out = obs_flat[i, a]
-    corner = head[i, a] - vision * width - vision
-    for r in range(side):
-        # row slices and a branch-free code let the compiler vectorise the copy (3-4x faster)
-        src = tiles[corner + r * width : corner + r * width + side]
-        dst = out[r * side : r * side + side]
+    corner = np.uint64(head[i, a] - vision * width - vision)  # the window's top-left cell
+    w = np.uint64(width)
+    k = np.uint64(0)
+    row = corner
+    for _ in range(side):
         for c in range(side):
-            tile = src[c]
-            dst[c] = min(tile, OTHER) - (tile == own)  # 0-3 as they are, OWN or OTHER
+            tile = cells[row + c]
+            if tile == SNAKE and who[row + c] == own:
+                tile = OWN
+            out[k + c] = tile
+        k += side
+        row += w
 
 
 def obs_bounds(params):

@@ -51,6 +51,7 @@ def place(env, snakes, food=(), corpse=(), walls=(), steps=None, first_slot=0):
         st["length"][0, k] = len(body)
         st["steps"][0, k] = (steps or {}).get(k, 0)
     st["grid"][0] = grid.ravel()
+    st["tiles"][0] = np.minimum(grid, SNAKE).ravel()  # every snake as SNAKE, as documented
     st["missing_food"][0] = 0
     for name in ("score", "ep_return", "ep_length"):
         env.arrays[name][:] = 0
@@ -364,6 +365,8 @@ def test_food_count_and_bodies_stay_consistent_under_random_play():
             grid = st["grid"][i].reshape(10, 10)
             assert (grid[border] == WALL).all() and (grid[~border] != WALL).all()
             assert int((grid == FOOD).sum()) == 5 and int(st["missing_food"][i]) == 0
+            # the windows' view: the same map with every snake as SNAKE
+            np.testing.assert_array_equal(st["tiles"][i], np.minimum(st["grid"][i], SNAKE))
             for k in range(3):
                 body = cells(env, k, i)
                 assert len(body) >= 1
