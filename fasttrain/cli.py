@@ -259,11 +259,20 @@ def play(game, policy, checkpoint, steps, fps, seed):
     is_flag=True,
     help="Also play uniformly random actions in the same world, for a baseline.",
 )
+@click.option(
+    "--bots",
+    "against_bots",
+    is_flag=True,
+    help="Also play the agent beside each bot policy of the game (the arena's random, greedy "
+    "and cautious snakes), reporting the bots' food per life and survival.",
+)
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
 @click.option(
     "--json", "json_file", type=click.Path(dir_okay=False), default=None, help="Write results here."
 )
-def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, seed, json_file):
+def eval_command(
+    run_dir, game, episodes, num_envs, greedy, random_baseline, against_bots, seed, json_file
+):
     """Play fresh environments with a fixed seed until N episodes end; report the means.
 
     With several agents per environment an episode is one agent's life: score is what one life
@@ -279,8 +288,9 @@ def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, see
         raise click.UsageError("eval needs --run DIR, or --game NAME with --random")
     if run_dir is None and not random_baseline:
         raise click.UsageError("without --run there is no agent: add --random for a baseline")
-    if run_dir is None and greedy:
-        raise click.UsageError("--greedy plays a trained agent: add --run DIR")
+    if run_dir is None and (greedy or against_bots):
+        flag = "--greedy" if greedy else "--bots"
+        raise click.UsageError(f"{flag} plays a trained agent: add --run DIR")
     if game is not None and game not in registry.names():
         raise click.BadParameter(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
@@ -295,19 +305,39 @@ def eval_command(run_dir, game, episodes, num_envs, greedy, random_baseline, see
             game = saved_config(run_dir, load(run_dir)).game.name
             what = "agent (greedy)" if greedy else "agent"
             results.append(evaluate(game, params, act, episodes, num_envs, seed, policy=what))
+            if against_bots:
+                policies = registry.get(game).choices.get("bot_policy")
+                if not policies or not params.get("max_bots"):
+                    raise ConfigError(
+                        f"--bots needs a game with bots and room for them; this {game} run has "
+                        "none (max_bots = 0)"
+                    )
+                num_bots = params["num_bots"] or params["max_bots"]
+                for policy in policies:
+                    world = {**params, "bot_policy": policy, "num_bots": num_bots}
+                    label = f"{what} vs {policy} bots"
+                    results.append(
+                        evaluate(game, world, act, episodes, num_envs, seed, policy=label)
+                    )
         if random_baseline:
             results.append(evaluate(game, params, None, episodes, num_envs, seed))
     except (ConfigError, ValueError, TypeError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     click.echo(f"{game}: {num_envs} envs, seed {seed}, first {episodes} episodes")
     click.echo(table(results))
-    if len(results) == 2 and results[1].score_mean > 0:
-        click.echo(f"score: agent / random = {results[0].score_mean / results[1].score_mean:.1f}x")
+    if random_baseline and len(results) >= 2 and results[-1].score_mean > 0:
+        ratio = results[0].score_mean / results[-1].score_mean
+        click.echo(f"score: agent / random = {ratio:.1f}x")
     if json_file:
         from fasttrain.rundir import write_atomic
         from fasttrain.runner import json_safe
 
-        rows = [{k: json_safe(v) for k, v in r.as_dict().items()} for r in results]
+        def safe(value):  # NaN and inf as null, nested results too
+            if isinstance(value, dict):
+                return {k: safe(v) for k, v in value.items()}
+            return json_safe(value)
+
+        rows = [safe(r.as_dict()) for r in results]
         payload = {"game": game, "params": params, "results": rows}
         write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
 

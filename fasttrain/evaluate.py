@@ -31,6 +31,7 @@ class EvalResult:
     length_std: float
     steps: int  # vectorised steps taken
     seconds: float
+    bots: EvalResult | None = None  # the game's scripted bots in the same worlds, if any
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -71,10 +72,14 @@ def evaluate(
                 previous[key][rows] = total[rows]
     values = {k: np.asarray(v[:episodes], dtype=np.float64) for k, v in ended.items()}
     n = len(values["return"])
+    seconds = time.perf_counter() - start
 
     def stat(key, fn):
         return float(fn(values[key])) if n else math.nan
 
+    bots = None
+    if "bot_done" in env.state and getattr(env.params, "num_bots", 0) > 0:
+        bots = _bots(env, steps, seconds)  # scripted snakes in the same worlds, same steps
     return EvalResult(
         policy=policy or ("random" if act is None else "agent"),
         episodes=n,
@@ -85,21 +90,43 @@ def evaluate(
         length_mean=stat("length", np.mean),
         length_std=stat("length", np.std),
         steps=steps,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
+        bots=bots,
+    )
+
+
+def _bots(env, steps: int, seconds: float) -> EvalResult:
+    """Mean food per life and survival of the bots over every bot life that ended: the game
+    keeps ``bot_done`` = (food, steps, lives) summed per env, so no standard deviations."""
+    food, steps_lived, count = (float(x) for x in env.state["bot_done"].sum(axis=0))
+    count = int(count)
+    policy = getattr(env.params, "bot_policy", "scripted")
+    return EvalResult(
+        policy=f"{policy} bots",
+        episodes=count,
+        return_mean=math.nan,
+        return_std=math.nan,
+        score_mean=food / count if count else math.nan,
+        score_std=math.nan,
+        length_mean=steps_lived / count if count else math.nan,
+        length_std=math.nan,
+        steps=steps,
+        seconds=seconds,
     )
 
 
 def table(results: list[EvalResult]) -> str:
     """The results as aligned text rows: policy, episodes, return, score and length."""
     rows = [("policy", "episodes", "return", "score", "length")]
+    results = [x for r in results for x in (r, r.bots) if x is not None]
     for r in results:
         rows.append(
             (
                 r.policy,
                 str(r.episodes),
-                f"{r.return_mean:.3f} ± {r.return_std:.3f}",
-                f"{r.score_mean:.3f} ± {r.score_std:.3f}",
-                f"{r.length_mean:.1f} ± {r.length_std:.1f}",
+                _cell(r.return_mean, r.return_std, 3),
+                _cell(r.score_mean, r.score_std, 3),
+                _cell(r.length_mean, r.length_std, 1),
             )
         )
     widths = [max(len(row[k]) for row in rows) for k in range(5)]
@@ -107,3 +134,10 @@ def table(results: list[EvalResult]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     )
+
+
+def _cell(mean: float, std: float, digits: int) -> str:
+    """``mean ± std``; ``-`` for a mean not measured, the mean alone without a std."""
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.{digits}f}" + ("" if math.isnan(std) else f" ± {std:.{digits}f}")

@@ -50,7 +50,13 @@ class StepOutputs:
     obs: torch.Tensor | np.ndarray  # (R, *obs_shape), written by every step
     final_obs: torch.Tensor | np.ndarray  # (R, *obs_shape), written where an episode ended
     kernel_env: KernelEnv = field(repr=False)  # the env these were bound for
-    launch_args: tuple = field(repr=False)  # step launcher arguments writing into the two
+    # [params_version, step launcher arguments writing into the two]: refreshed by VecEnv.step
+    # after set_params changed the game's params
+    launch: list = field(repr=False)
+
+    @property
+    def launch_args(self) -> tuple:
+        return self.launch[1]
 
     def __repr__(self):
         return f"StepOutputs(obs={_describe(self.obs)}, final_obs={_describe(self.final_obs)})"
@@ -179,6 +185,8 @@ class VecEnv:
                 )
         elif obs_out is not None or final_obs_out is not None:
             out = self._cached_outputs(obs_out, final_obs_out)
+        if out is not None and out.launch[0] != self._core.params_version:
+            out.launch[:] = [self._core.params_version, self._core.refresh_args(out.launch[1])]
         self._follow_torch_stream()
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
@@ -216,7 +224,8 @@ class VecEnv:
                 "obs_out and final_obs_out overlap in memory (env.obs and env.final_obs when "
                 "not given); pass two separate buffers"
             )
-        return StepOutputs(obs_out, final_obs_out, self._core, self._core.step_args(*arrays))
+        launch = [self._core.params_version, self._core.step_args(*arrays)]
+        return StepOutputs(obs_out, final_obs_out, self._core, launch)
 
     def _cached_outputs(self, obs_out, final_obs_out) -> StepOutputs:
         """``bind_outputs`` for ``step(obs_out=...)``, remembered for the last few buffers."""
@@ -294,6 +303,14 @@ class VecEnv:
         if host:
             return array.detach().numpy()
         return self._core.xp.from_dlpack(array)
+
+    def set_params(self, **overrides) -> None:
+        """Change game params between steps (a curriculum stage), with no recompilation and no
+        reallocation; a param that sets buffer shapes (a board size, the agents, a maximum)
+        raises ``ValueError`` in one line and nothing changes."""
+        params = self.spec.make_params(**{**vars(self.params), **overrides})
+        self._core.set_params(params)
+        self.params = params
 
     def stats(self) -> dict:
         """Means of ``return``, ``length``, ``score`` over episodes ended since the last call

@@ -25,6 +25,13 @@ Death: the snake is removed at once (with ``leave_corpse_on_death``, every other
     tries again next step (it is terminated again, with reward 0).
 Truncated: ``max_episode_steps`` steps in one life (0: no limit, as in PufferLib).
 Score: food and corpse tiles eaten in the life.
+Bots: ``num_bots`` scripted snakes (``bot_policy``: random, greedy or cautious; see
+    ``arena_bots.py``) in slots after the agents, room for ``max_bots`` of them. They move after
+    the agents, inside the same step, by the same rules: they eat, die (leaving corpses) and
+    kill. A dead bot respawns at its next turn, without moving then. They have no learner rows;
+    their lives are summed in ``bot_done`` (food, steps, lives). ``num_bots``, ``bot_policy``,
+    ``num_food`` and the rewards may change between steps (a curriculum stage): the food is
+    topped up to ``num_food`` at each step, and eaten food is not replaced while there is more.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fasttrain.games.arena_bots import BOT_POLICIES, bot_action
 from fasttrain.kernels import Field, GameSpec, rand_int
 
 # map tiles; snake k is SNAKE + k (5, not 4: observe turns any tile >= 5 into OTHER, or OWN)
@@ -71,6 +79,12 @@ class ArenaParams:
     """snakes stop growing at this length"""
     max_episode_steps: int = 0
     """truncate a life at this many steps (0: no limit)"""
+    max_bots: int = 0
+    """bot snakes each arena has room for (sets buffer shapes; num_bots may change up to it)"""
+    num_bots: int = 0
+    """scripted snakes playing beside the agents (no learner rows), at most max_bots"""
+    bot_policy: str = "greedy"
+    """random | greedy | cautious: how the bots play (see games/arena_bots.py)"""
 
     def __post_init__(self):
         if self.vision < 1:
@@ -82,17 +96,21 @@ class ArenaParams:
             )
         if self.width * self.height > 2**31 - 1:
             raise ValueError("arena map must have fewer than 2**31 cells")
-        if not 1 <= self.num_snakes <= 32767 - SNAKE:
-            raise ValueError(f"arena num_snakes must be in 1..{32767 - SNAKE}")
+        if not 1 <= self.num_snakes <= 32767 - SNAKE - self.max_bots:
+            raise ValueError(f"arena num_snakes + max_bots must be at most {32767 - SNAKE}")
+        if not 0 <= self.num_bots <= self.max_bots:
+            raise ValueError(
+                f"arena num_bots must be in 0..max_bots = {self.max_bots}, got {self.num_bots}"
+            )
         if self.num_food < 0 or self.max_snake_length < 1 or self.max_episode_steps < 0:
             raise ValueError(
                 "arena num_food, max_episode_steps must be >= 0, max_snake_length >= 1"
             )
         free = (self.width - 2 * self.vision) * (self.height - 2 * self.vision)
-        if self.num_snakes + self.num_food > free:
+        if self.num_snakes + self.max_bots + self.num_food > free:
             raise ValueError(
-                f"arena: {self.num_snakes} snakes and {self.num_food} food do not fit on "
-                f"{free} free cells"
+                f"arena: {self.num_snakes} snakes, {self.max_bots} bots and {self.num_food} "
+                f"food do not fit on {free} free cells"
             )
 
 
@@ -101,7 +119,11 @@ def _cells(p):
 
 
 def _snakes(p):
-    return (p.num_snakes,)
+    return (p.num_snakes + p.max_bots,)  # the agents, then the bot slots
+
+
+def _bots(p):
+    return (max(1, p.max_bots),)  # one slot at least: no zero-size arrays on any backend
 
 
 STATE = (
@@ -109,7 +131,7 @@ STATE = (
     Field("tiles", _cells, np.uint8, "(H*W,) grid with every snake as SNAKE: what windows read"),
     Field(
         "body",
-        lambda p: (p.num_snakes, p.max_snake_length),
+        lambda p: (p.num_snakes + p.max_bots, p.max_snake_length),
         np.int32,
         "(S, L) ring buffer of each snake's cells r*W+c; head at head_slot, tail length-1 back",
     ),
@@ -118,6 +140,9 @@ STATE = (
     Field("length", _snakes, np.int32, "(S,) cells per snake, 0 while waiting to respawn"),
     Field("steps", _snakes, np.int32, "(S,) steps in the current life"),
     Field("missing_food", lambda p: (), np.int32, "() food that found no free cell yet"),
+    Field("food_count", lambda p: (), np.int32, "() food on the map"),
+    Field("bot_score", _bots, np.int32, "(B,) food and corpse each bot ate in its life"),
+    Field("bot_done", lambda p: (3,), np.float64, "(3,) food, steps, count of ended bot lives"),
 )
 
 
@@ -152,13 +177,14 @@ def free_cell(i, rng, grid, width, height, vision):
     return -1
 
 
-def spawn_food(i, rng, grid, tiles, missing_food, width, height, vision):
+def spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision):
     """Put one food on a random empty or corpse cell (counted as missing when none is free)."""
     cell = free_cell(i, rng, grid, width, height, vision)
     if cell < 0:
         missing_food[i] += 1
-    else:
-        put(i, grid, tiles, cell, FOOD)
+        return
+    put(i, grid, tiles, cell, FOOD)
+    food_count[i] += 1
 
 
 def spawn_snake(
@@ -196,23 +222,27 @@ def remove_snake(
 
 
 def reset_one(
-    i, rng, grid, tiles, body, head_slot, head, length, steps, missing_food,
-    width, height, vision, num_snakes, num_food,
+    i, rng, grid, tiles, body, head_slot, head, length, steps, missing_food, food_count, bot_score,
+    width, height, vision, num_snakes, num_food, max_bots, num_bots,
 ):  # fmt: skip
-    """A fresh map: wall border, every snake spawned in index order, then the food."""
+    """A fresh map: wall border, every snake (agents, then active bots) spawned in index
+    order, then the food."""
     for r in range(height):
         for c in range(width):
             inside = vision <= r < height - vision and vision <= c < width - vision
             put(i, grid, tiles, r * width + c, EMPTY if inside else WALL)
-    for a in range(num_snakes):
+    for a in range(num_snakes + max_bots):
         length[i, a] = 0
-    for a in range(num_snakes):
+    for b in range(max_bots):
+        bot_score[i, b] = 0
+    for a in range(num_snakes + num_bots):
         spawn_snake(
             i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
         )
     missing_food[i] = 0
+    food_count[i] = 0
     for _ in range(num_food):
-        spawn_food(i, rng, grid, tiles, missing_food, width, height, vision)
+        spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision)
 
 
 def reset_agent(
@@ -225,64 +255,113 @@ def reset_agent(
     spawn_snake(i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision)
 
 
+def move_snake(
+    i, k, action, rng, grid, tiles, body, head_slot, head, length, missing_food, food_count,
+    num_food,
+    width, height, vision, leave_corpse_on_death, max_snake_length,
+):  # fmt: skip
+    """Move snake ``k`` one cell; returns the tile it moved into: EMPTY, FOOD or CORPSE (it
+    grew), or WALL for any death (it was removed, leaving corpses if the game says so)."""
+    n = length[i, k]
+    slot = head_slot[i, k]
+    cell = body[i, k, slot]
+    step = -width if action == UP else width if action == DOWN else -1 if action == LEFT else 1
+    new = cell + step
+    if n > 1 and new == body[i, k, slot - 1 if slot > 0 else max_snake_length - 1]:
+        new = cell - step  # into the neck: keep going straight
+    tile = grid[i, new]
+    if tile >= WALL:
+        remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length,
+                     leave_corpse_on_death)  # fmt: skip
+        return WALL
+    slot = slot + 1 if slot + 1 < max_snake_length else 0
+    tail = slot - n
+    if tail < 0:
+        tail += max_snake_length
+    tail_cell = body[i, k, tail]  # read first: at full length the head takes its slot
+    body[i, k, slot] = new
+    head_slot[i, k] = slot
+    head[i, k] = new
+    grows = tile == FOOD or tile == CORPSE
+    if tile == FOOD:
+        food_count[i] -= 1
+        if food_count[i] + missing_food[i] < num_food:  # fewer after a stage lowered num_food
+            spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision)
+    if grows and n < max_snake_length:
+        length[i, k] = n + 1
+    else:
+        put(i, grid, tiles, tail_cell, EMPTY)
+    put(i, grid, tiles, new, SNAKE + k)
+    return tile
+
+
 # one line per argument group: env index and I/O buffers, state arrays, params
 def step_one(
     i, actions, rewards, terminated, truncated, rng, score,
-    grid, tiles, body, head_slot, head, length, steps, missing_food,
-    width, height, vision, num_snakes, leave_corpse_on_death, reward_food, reward_corpse,
-    reward_death, max_snake_length, max_episode_steps,
+    grid, tiles, body, head_slot, head, length, steps, missing_food, food_count, bot_score,
+    bot_done,
+    width, vision, num_food, leave_corpse_on_death, reward_food, reward_corpse, reward_death,
+    max_episode_steps, num_bots, bot_policy,
 ):  # fmt: skip
-    """Move every snake once, in index order."""
+    """Move every snake once, in index order: the agents, then the bots."""
+    # sizes read from the buffers: Python compiles a call of more than 30 arguments as *args,
+    # which Numba cannot inline, so step_one takes no parameter it can do without
+    num_snakes = actions.shape[1]
+    max_bots = head.shape[1] - num_snakes
+    max_snake_length = body.shape[2]
+    height = grid.shape[1] // width
+    # a curriculum stage may have changed num_food: more is spawned now, less is not replaced
+    missing_food[i] = max(0, num_food - food_count[i])
     for _ in range(missing_food[i]):  # food that found no room earlier tries again
         missing_food[i] -= 1
-        spawn_food(i, rng, grid, tiles, missing_food, width, height, vision)
+        spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision)
     for a in range(num_snakes):
         terminated[i, a] = False
         truncated[i, a] = False
-        n = length[i, a]
-        if n == 0:  # no cell was free at its respawn
+        if length[i, a] == 0:  # no cell was free at its respawn
             rewards[i, a] = 0.0
             terminated[i, a] = True
             continue
-        slot = head_slot[i, a]
-        cell = body[i, a, slot]
-        action = actions[i, a]
-        step = -width if action == UP else width if action == DOWN else -1 if action == LEFT else 1
-        new = cell + step
-        if n > 1 and new == body[i, a, slot - 1 if slot > 0 else max_snake_length - 1]:
-            new = cell - step  # into the neck: keep going straight
-        tile = grid[i, new]
-        if tile >= WALL:
+        tile = move_snake(i, a, actions[i, a], rng, grid, tiles, body, head_slot, head, length,
+                          missing_food, food_count, num_food, width, height, vision,
+                          leave_corpse_on_death,
+                          max_snake_length)  # fmt: skip
+        if tile == WALL:
             rewards[i, a] = reward_death
             terminated[i, a] = True
-            remove_snake(i, a, grid, tiles, body, head_slot, length, max_snake_length,
-                         leave_corpse_on_death)  # fmt: skip
             continue
-        slot = slot + 1 if slot + 1 < max_snake_length else 0
-        tail = slot - n
-        if tail < 0:
-            tail += max_snake_length
-        tail_cell = body[i, a, tail]  # read first: at full length the head takes its slot
-        body[i, a, slot] = new
-        head_slot[i, a] = slot
-        head[i, a] = new
-        grows = tile == FOOD or tile == CORPSE
-        if tile == FOOD:
-            rewards[i, a] = reward_food
-            spawn_food(i, rng, grid, tiles, missing_food, width, height, vision)
-        elif tile == CORPSE:
-            rewards[i, a] = reward_corpse
-        else:
-            rewards[i, a] = 0.0
-        if grows:
+        rewards[i, a] = reward_food if tile == FOOD else reward_corpse if tile == CORPSE else 0.0
+        if tile != EMPTY:
             score[i, a] += 1.0
-        if grows and n < max_snake_length:
-            length[i, a] = n + 1
-        else:
-            put(i, grid, tiles, tail_cell, EMPTY)
-        put(i, grid, tiles, new, SNAKE + a)
         steps[i, a] += 1
         truncated[i, a] = 0 < max_episode_steps <= steps[i, a]
+    for b in range(max_bots):
+        k = num_snakes + b
+        if b >= num_bots:  # a slot a curriculum stage turned off
+            if length[i, k] > 0:
+                remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length, False)
+            continue
+        if length[i, k] == 0:  # dead (or new): it respawns now and moves from the next step
+            spawn_snake(
+                i, k, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
+            )
+            bot_score[i, b] = 0
+            continue
+        action = bot_action(i, k, bot_policy, rng, grid, tiles, body, head_slot, head, length,
+                            width, vision, max_snake_length)  # fmt: skip
+        tile = move_snake(i, k, action, rng, grid, tiles, body, head_slot, head, length,
+                          missing_food, food_count, num_food, width, height, vision,
+                          leave_corpse_on_death,
+                          max_snake_length)  # fmt: skip
+        if tile != WALL:
+            steps[i, k] += 1
+            if tile != EMPTY:
+                bot_score[i, b] += 1
+        if tile == WALL or 0 < max_episode_steps <= steps[i, k]:  # the life ends
+            bot_done[i, 0] += bot_score[i, b]
+            bot_done[i, 1] += steps[i, k] + (tile == WALL)
+            bot_done[i, 2] += 1
+            remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length, False)
 
 
 def observe(i, a, obs_flat, grid, tiles, head, width, vision):
@@ -365,6 +444,7 @@ SPEC = GameSpec(
     observe=observe,
     reset_agent=reset_agent,
     obs_categories=OBS_CODES,
+    choices={"bot_policy": BOT_POLICIES},
 )
 
 

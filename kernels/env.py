@@ -7,6 +7,7 @@ consumer can read without copying.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -178,6 +179,8 @@ class KernelEnv:
         self.stream = 0
         self._step_names, self._reset_names = launcher_args(spec)
         self._values = {**spec.param_values(params), "num_actions": spec.num_actions}
+        # bumped by set_params: launcher arguments built before it hold the old values
+        self.params_version = 0
         self._out_positions = [self._step_names.index(name) for name in _OUT_ARGS]
         out_views = self._out_views(self.arrays["obs"], self.arrays["final_obs"])
         # launcher arguments of ``step`` into the env's own buffers, built once
@@ -225,6 +228,36 @@ class KernelEnv:
         for position, view in zip(self._out_positions, views, strict=True):
             args[position] = view
         return tuple(args)
+
+    def set_params(self, params) -> None:
+        """Switch to ``params`` between steps, with no recompilation and no reallocation.
+
+        Only params that leave every buffer's shape (and the agents) as they are may change;
+        the others raise ``ValueError`` in one line, changing nothing. Launcher arguments built
+        before (``step_args``) hold the old values: pass them through ``refresh_args``."""
+        if not isinstance(params, self.spec.params_cls):
+            raise TypeError(f"params must be a {self.spec.params_cls.__name__}")
+        base = buffer_layout(self.spec, self.params), self.spec.agents(self.params)
+        old, new = vars(self.params), vars(params)
+        for name in [k for k in old if old[k] != new[k]]:
+            one = dataclasses.replace(self.params, **{name: new[name]})
+            if (buffer_layout(self.spec, one), self.spec.agents(one)) != base:
+                raise ValueError(
+                    f"game {self.spec.name!r} parameter {name!r} sets buffer shapes and cannot "
+                    "change after the environments are made"
+                )
+        self.params = params
+        self._values = {**self.spec.param_values(params), "num_actions": self.spec.num_actions}
+        self._step_args = self.refresh_args(self._step_args)
+        self.reset_args = self._with_values(self.reset_args, self._reset_names)
+        self.params_version += 1
+
+    def _with_values(self, args: tuple, names) -> tuple:
+        return tuple(self._values.get(n, a) for n, a in zip(names, args, strict=True))
+
+    def refresh_args(self, args: tuple) -> tuple:
+        """Step launcher arguments ``args`` with the current params' values (see set_params)."""
+        return self._with_values(args, self._step_names)
 
     @property
     def state(self) -> dict:

@@ -15,6 +15,9 @@ import numpy as np
 # num_agents) (agent games, see GameSpec). ``obs_flat`` is the same memory as ``obs`` viewed as
 # (..., prod(obs_shape)), for division-free indexing. ``rng`` is per environment.
 IO_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "rng", "score")
+# CPython compiles a call with more positional arguments than this as f(*args) (its stack-use
+# guideline), which Numba cannot inline into the generated launchers
+MAX_ARGS = 30
 # the I/O buffers with one row per agent (the rest, ``rng``, has one per environment)
 AGENT_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "score")
 
@@ -70,6 +73,8 @@ class GameSpec:
     obs_categories: int = 0
     """> 0: every observation entry is a category code in [0, obs_categories) (models one-hot
     it); 0: numbers"""
+    choices: dict = dataclasses.field(default_factory=dict, hash=False)
+    """str params: name -> the tuple of valid values; kernels receive the value's index"""
     module: object = None
 
     def __post_init__(self):
@@ -83,6 +88,14 @@ class GameSpec:
             raise ValueError(f"game {self.name!r}: num_agents must be an int or a function")
         names = {f.name for f in self.state}
         params = {f.name for f in dataclasses.fields(self.params_cls)}
+        defaults = self.params_cls()
+        for field in dataclasses.fields(self.params_cls):
+            default = getattr(defaults, field.name)
+            if isinstance(default, str) and default not in self.choices.get(field.name, ()):
+                raise ValueError(
+                    f"game {self.name!r}: str param {field.name!r} needs its valid values in "
+                    "GameSpec.choices (kernels receive the index)"
+                )
         for clash in (names & set(IO_BUFFERS), params & set(IO_BUFFERS), names & params):
             if clash:
                 raise ValueError(f"game {self.name!r}: names used twice: {sorted(clash)}")
@@ -92,6 +105,12 @@ class GameSpec:
             if args[: len(first)] != first:
                 what = "the env index `i`" + (" and the agent index `a`" if len(first) > 1 else "")
                 raise ValueError(f"{fn.__name__} must take {what} first")
+            if len(args) > MAX_ARGS:
+                raise ValueError(
+                    f"{self.name}.{fn.__name__} takes {len(args)} arguments; at most {MAX_ARGS} "
+                    "(Python compiles a longer call as *args, which Numba cannot inline): "
+                    "read sizes from array shapes or group small state arrays"
+                )
             unknown = set(args[len(first) :]) - names - params - set(IO_BUFFERS)
             if unknown:
                 raise ValueError(
@@ -129,6 +148,14 @@ class GameSpec:
             )
         for key, value in overrides.items():
             default = getattr(self.params_cls(), key)
+            if isinstance(default, str):
+                valid_values = self.choices.get(key, ())
+                if not isinstance(value, str) or value not in valid_values:
+                    raise ValueError(
+                        f"game {self.name!r} parameter {key!r} must be one of "
+                        f"{', '.join(valid_values)}; got {value!r}"
+                    )
+                continue
             if isinstance(default, bool) or isinstance(value, bool):
                 ok = isinstance(value, bool) and isinstance(default, bool)
             elif isinstance(default, int):
@@ -147,5 +174,9 @@ class GameSpec:
         return self.params_cls(**overrides)
 
     def param_values(self, params) -> dict:
-        """Params as plain Python scalars, in field order, for kernel arguments."""
-        return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+        """Params as plain Python scalars, in field order, for kernel arguments (a str param
+        as the index of its value in ``choices``)."""
+        values = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+        for name, options in self.choices.items():
+            values[name] = options.index(values[name])
+        return values

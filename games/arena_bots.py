@@ -1,0 +1,118 @@
+"""Scripted bots for the arena: scalar policies compiled with the game, run inside its step.
+
+Each policy picks snake ``k``'s action from the map as the snake would see it (the window of
+``vision`` cells around its head). Moves are tried in action order (up, down, left, right); the
+neck is never a candidate (moving into it keeps going straight, which another action gives).
+
+- ``random``: a uniformly random action.
+- ``greedy``: heads for the nearest food or corpse it can see (Manhattan distance; the first
+  in row order on a tie), choosing among the moves into a free cell (empty, food or corpse)
+  the one that gets closest; with nothing in sight, a random safe move. It never moves into a
+  wall or a body when a safe move exists.
+- ``cautious``: greedy, but among the safe moves it first avoids cells next to another snake's
+  head (where that head may move next), when it can.
+"""
+
+from __future__ import annotations
+
+from fasttrain.kernels import rand_int
+
+BOT_POLICIES = ("random", "greedy", "cautious")
+RANDOM, GREEDY, CAUTIOUS = 0, 1, 2
+_WALL, _FOOD, _CORPSE, _SNAKE = 3, 1, 2, 5  # map tiles, as in arena.py
+_FAR = 1 << 30
+
+
+def _delta(action, width):
+    """Cell offset of an action: 0 up, 1 down, 2 left, 3 right."""
+    if action == 0:
+        return -width
+    if action == 1:
+        return width
+    if action == 2:
+        return -1
+    return 1
+
+
+def near_other_head(i, k, cell, grid, head, width):
+    """True when a head of another snake is next to ``cell``."""
+    for action in range(4):
+        next_to = cell + _delta(action, width)
+        tile = grid[i, next_to]
+        if tile >= _SNAKE and tile != _SNAKE + k and head[i, tile - _SNAKE] == next_to:
+            return True
+    return False
+
+
+def bot_action(i, k, policy, rng, grid, tiles, body, head_slot, head, length, width, vision,
+               max_snake_length):  # fmt: skip
+    """The action of bot snake ``k`` under ``policy`` (RANDOM, GREEDY or CAUTIOUS)."""
+    if policy == RANDOM:
+        return rand_int(rng, i, 4)
+    h = head[i, k]
+    hr = h // width
+    hc = h - hr * width
+    slot = head_slot[i, k]
+    neck = body[i, k, slot - 1 if slot > 0 else max_snake_length - 1] if length[i, k] > 1 else -1
+    # the nearest food or corpse in sight
+    target = -1
+    best = _FAR
+    for r in range(hr - vision, hr + vision + 1):
+        for c in range(hc - vision, hc + vision + 1):
+            tile = tiles[i, r * width + c]
+            if tile == _FOOD or tile == _CORPSE:
+                d = abs(r - hr) + abs(c - hc)
+                if d < best:
+                    best = d
+                    target = r * width + c
+    tr = target // width
+    tc = target - tr * width
+    # the best safe move: for CAUTIOUS a calm one (no other head next to it) first, then the
+    # nearest to the target; with no target, a random one of the calm (else safe) moves
+    chosen = -1
+    chosen_key = _FAR
+    safe = 0
+    calm = 0
+    for action in range(4):
+        cell = h + _delta(action, width)
+        if cell == neck or tiles[i, cell] >= _WALL:
+            continue
+        safe += 1
+        key = 0
+        if policy == CAUTIOUS and near_other_head(i, k, cell, grid, head, width):
+            key = _FAR // 2
+        else:
+            calm += 1
+        if target >= 0:
+            cr = cell // width
+            key += abs(cr - tr) + abs(cell - cr * width - tc)
+        if key < chosen_key:
+            chosen_key = key
+            chosen = action
+    if safe == 0:  # every move dies: keep going straight
+        return 0 if neck < 0 else _straight(h, neck, width)
+    if target >= 0:
+        return chosen
+    pick = rand_int(rng, i, calm if calm > 0 else safe)
+    for action in range(4):
+        cell = h + _delta(action, width)
+        if cell == neck or tiles[i, cell] >= _WALL:
+            continue
+        if calm > 0 and policy == CAUTIOUS and near_other_head(i, k, cell, grid, head, width):
+            continue
+        if pick == 0:
+            return action
+        pick -= 1
+    return chosen
+
+
+def _straight(h, neck, width):
+    """The action that continues away from the neck."""
+    d = h - neck
+    if d == -width:
+        return 0
+    if d == width:
+        return 1
+    if d == -1:
+        return 2
+    return 3
