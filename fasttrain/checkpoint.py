@@ -185,6 +185,9 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
     spec = games.get(config.game.name)
     params = config.game_params()
+    reached = state.get("curriculum")  # a curriculum run plays in the stage it reached
+    if config.curriculum and reached and 0 <= int(reached["stage"]) < len(config.curriculum):
+        params = config.stage_params(int(reached["stage"]))
     try:
         actor = LEARNERS[config.run.algo].actor
         # keywords added after the first learners: passed to the actors that take them

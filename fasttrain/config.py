@@ -2,8 +2,10 @@
 
 Sections: ``[run]``, ``[game]``, ``[game.<name>]`` (the game's params), one section per learner
 (``[ppo]``, ``[dqn]``: each learner's config dataclass, see ``fasttrain.learners``), ``[model]``,
-``[log]``, and per-game learner settings in ``[game.<name>.<learner>]``. Every field's docstring
-is its documentation, its comment in config.toml and its ``--set`` help.
+``[log]``, per-game learner settings in ``[game.<name>.<learner>]``, and the curriculum's
+``[[curriculum.stage]]`` tables (``fasttrain.curriculum.Stage``; a layer that has them replaces
+the whole list of the layers below). Every field's docstring is its documentation, its comment
+in config.toml and its ``--set`` help.
 
 Precedence, lowest first: built-in defaults < per-game tuned values (``fasttrain.presets``) <
 the user's ``--config`` file < ``--set`` < command-line flags. The config is built and checked
@@ -28,8 +30,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from fasttrain import games
+from fasttrain.curriculum import METRICS, Stage, stage_params
 from fasttrain.device import AMP_MODES, DEVICES
 from fasttrain.errors import ConfigError
+from fasttrain.kernels.env import buffer_layout
 from fasttrain.learners import LEARNERS
 from fasttrain.models import MODEL_KINDS
 from fasttrain.presets import GAME_DEFAULTS, preset
@@ -151,6 +155,7 @@ class Layer:
     label: str  # where the values came from: "--config FILE", "--set", "checkpoint", ...
     sections: dict
     games: dict
+    curriculum: tuple | None = None  # its [[curriculum.stage]] tables; None: it sets none
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,8 @@ class Config:
     """the [<learner>] sections as written (every layer merged), by learner name"""
     games: dict = field(default_factory=dict)
     """per game: {"params": {...}, "<learner>": {...}} as written in [game.<name>] tables"""
+    curriculum: tuple = ()
+    """the chosen game's curriculum stages (``fasttrain.curriculum.Stage``), empty for none"""
     layers: tuple = field(default=(), compare=False, repr=False)
     """the checked layers this config was built from, lowest precedence first"""
 
@@ -185,6 +192,11 @@ class Config:
         """The params object of ``game`` (default: the chosen one) with [game.<name>] applied."""
         game = game or self.game.name
         return games.get(game).make_params(**self.games.get(game, {}).get("params", {}))
+
+    def stage_params(self, stage: int):
+        """The chosen game's params in curriculum stage ``stage`` (0-based)."""
+        spec = games.get(self.game.name)
+        return stage_params(spec, self.game_params(), self.curriculum[stage])
 
     def learner(self, name: str | None = None, game: str | None = None):
         """The settings learner ``name`` (default: ``run.algo``) uses on ``game`` (default:
@@ -205,7 +217,7 @@ class Config:
         # built directly (Config(...)): what differs from the defaults counts as set
         sections = {n: _changed(s) for n, s in self.learners.items()}
         sections["model"] = _changed(self.model)
-        return (Layer("config", sections, self.games),)
+        return (Layer("config", sections, self.games, self.curriculum or None),)
 
     def _resolve(self, name: str, game: str) -> tuple[dict, dict]:
         """Values set for learner (or ``model``) ``name`` on ``game`` and where each came
@@ -253,6 +265,9 @@ class Config:
             if value != getattr(default_params, key):
                 name = f"game.{self.game.name}.{key}"
                 out.append(f"{name}={value!r} ({where.get(name)})")
+        if self.curriculum:
+            source = [layer.label for layer in self._layers() if layer.curriculum is not None]
+            out.append(f"curriculum={len(self.curriculum)} stages ({source[-1]})")
         return out
 
 
@@ -349,10 +364,115 @@ def _check_params(game: str, params: dict):
         raise ConfigError(f"[game.{game}]: {exc}") from None
 
 
+STAGE_KEYS = tuple(f.name for f in dataclasses.fields(Stage))
+
+
+def _stage(k: int, last: bool, table) -> Stage:
+    """Stage ``k`` (1-based) of a [[curriculum.stage]] list, its keys checked."""
+    where = f"curriculum stage {k}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table ([[curriculum.stage]])")
+    for key in table:
+        if key not in STAGE_KEYS:
+            raise ConfigError(f"unknown key {key!r} in {where}; valid: {', '.join(STAGE_KEYS)}")
+    values = dict(table)
+    if not isinstance(values.get("params", {}), dict):
+        raise ConfigError(
+            f"{where} params must be a table of game params, e.g. params = {{ num_bots = 2 }}"
+        )
+    default = Stage()
+    metric = values.get("promote_metric", default.promote_metric)
+    values["promote_metric"] = check_value(
+        f"{where} promote_metric", default.promote_metric, metric, tuple(METRICS)
+    )
+    for key in ("promote_episodes", "min_steps"):
+        values[key] = check_value(f"{where} {key}", 0, values.get(key, getattr(default, key)))
+    if values["promote_episodes"] < 1:
+        raise ConfigError(
+            f"{where} promote_episodes must be >= 1, got {values['promote_episodes']}"
+        )
+    if values["min_steps"] < 0:
+        raise ConfigError(f"{where} min_steps must be >= 0, got {values['min_steps']}")
+    if last and "promote_at" in values:
+        raise ConfigError(
+            f"{where} is the last stage: it takes no promote_at (there is no stage to promote to)"
+        )
+    if not last and "promote_at" not in values:
+        raise ConfigError(
+            f"{where} needs promote_at: the mean {values['promote_metric']} that moves the run to "
+            f"stage {k + 1} (only the last stage has none)"
+        )
+    if "promote_at" in values:
+        values["promote_at"] = check_value(f"{where} promote_at", 0.0, values["promote_at"])
+    return Stage(**values)
+
+
+def _curriculum(table) -> tuple:
+    """The stages of a layer's [curriculum] table (``[[curriculum.stage]]`` items)."""
+    if not isinstance(table, dict):
+        raise ConfigError("[curriculum] must be a table of [[curriculum.stage]] tables")
+    for key in table:
+        if key != "stage":
+            raise ConfigError(f"unknown key {key!r} in [curriculum]; valid: stage")
+    stages = table.get("stage", [])
+    if not isinstance(stages, list):
+        raise ConfigError(
+            "curriculum.stage must be an array of tables: [[curriculum.stage]] per stage"
+        )
+    return tuple(_stage(k + 1, k == len(stages) - 1, t) for k, t in enumerate(stages))
+
+
+def check_curriculum(config: Config) -> None:
+    """Each stage's params against the chosen game: known, valid, shape-preserving and
+    different from the stage before; one line naming the stage otherwise."""
+    game = config.game.name
+    spec = games.get(game)
+    base = config.game_params()
+    valid = [f.name for f in dataclasses.fields(spec.params_cls)]
+
+    def shapes(params):
+        return buffer_layout(spec, params), spec.agents(params)
+
+    previous = None
+    for k, stage in enumerate(config.curriculum, start=1):
+        where = f"curriculum stage {k}"
+        for name in stage.params:
+            if name not in valid:
+                raise ConfigError(
+                    f"{where}: unknown {game} parameter {name!r}; valid: {', '.join(valid)}"
+                )
+        try:
+            params = stage_params(spec, base, stage)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: {str(exc).splitlines()[0]}") from None
+        if shapes(params) != shapes(base):
+            changed = [n for n in stage.params if getattr(params, n) != getattr(base, n)]
+            culprits = []
+            for name in changed:  # the param that alone changes a shape (or all changed ones)
+                try:
+                    alone = dataclasses.replace(base, **{name: getattr(params, name)})
+                except (TypeError, ValueError):
+                    continue
+                if shapes(alone) != shapes(base):
+                    culprits.append(name)
+            names = ", ".join(repr(n) for n in culprits or changed)
+            raise ConfigError(
+                f"{where}: game {game!r} parameter {names} sets buffer shapes and cannot change "
+                f"between stages; set it in [game.{game}] for the whole run"
+            )
+        if previous is not None and params == previous:
+            raise ConfigError(
+                f"{where} changes nothing from stage {k - 1}; each stage must change a game param"
+            )
+        previous = params
+
+
 def check_layer(data: dict, label: str = "config") -> Layer:
     """Check a parsed TOML document (or ``--set`` items) as one layer of settings."""
     if not isinstance(data, dict):
         raise ConfigError(f"{label}: expected a table of sections")
+    curriculum = _curriculum(data["curriculum"]) if "curriculum" in data else None
+    data = {k: v for k, v in data.items() if k != "curriculum"}
     unknown = set(data) - set(SECTIONS)
     if "sweep" in unknown:  # a sweep file: a config plus [sweep], read by fasttrain sweep
         raise ConfigError(
@@ -360,7 +480,9 @@ def check_layer(data: dict, label: str = "config") -> Layer:
             "train once with these settings"
         )
     if unknown:
-        raise ConfigError(f"unknown section [{sorted(unknown)[0]}]; valid: {', '.join(SECTIONS)}")
+        raise ConfigError(
+            f"unknown section [{sorted(unknown)[0]}]; valid: {', '.join(SECTIONS)}, curriculum"
+        )
     sections, per_game = {}, {}
     for name, cls in SECTIONS.items():
         if name not in data:
@@ -371,7 +493,7 @@ def check_layer(data: dict, label: str = "config") -> Layer:
                 raise ConfigError("[game] must be a table")
             table, per_game = _game_tables(table)
         sections[name] = _section_values(name, cls, table)
-    return Layer(label, sections, per_game)
+    return Layer(label, sections, per_game, curriculum)
 
 
 def build(layers) -> Config:
@@ -381,7 +503,10 @@ def build(layers) -> Config:
     )
     merged: dict = {}
     per_game: dict = {}
+    curriculum = ()
     for layer in layers:
+        if layer.curriculum is not None:  # a layer's stages replace the list below it
+            curriculum = layer.curriculum
         for section, table in layer.sections.items():
             merged.setdefault(section, {}).update(table)
         for game, entry in layer.games.items():
@@ -390,7 +515,9 @@ def build(layers) -> Config:
                 target.setdefault(key, {}).update(table)
     kwargs = {name: cls(**merged.get(name, {})) for name, cls in FIXED_SECTIONS.items()}
     learners = {name: LEARNERS[name].config(**merged[name]) for name in LEARNERS if name in merged}
-    config = Config(**kwargs, learners=learners, games=per_game, layers=layers)
+    config = Config(
+        **kwargs, learners=learners, games=per_game, curriculum=curriculum, layers=layers
+    )
     if config.game.name in games.names():  # the chosen game's network, presets applied
         config = dataclasses.replace(config, model=config.model_for())
     if config.game.name not in games.names():
@@ -513,6 +640,7 @@ def validate(config: Config) -> None:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
     if config.log.interval_s <= 0:
         raise ConfigError("log.interval_s must be > 0")
+    check_curriculum(config)
 
 
 # ------------------------------------------------------------------------------- writing
@@ -525,11 +653,14 @@ def _toml_value(value) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, dict):  # an inline table: a stage's params
+        items = ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items())
+        return f"{{ {items} }}" if items else "{}"
     return str(value)
 
 
-def _table(lines: list, name: str, values: dict, docs: dict):
-    lines += ["", f"[{name}]"]
+def _table(lines: list, name: str, values: dict, docs: dict, array: bool = False):
+    lines += ["", f"[[{name}]]" if array else f"[{name}]"]
     width = max((len(f"{k} = {_toml_value(v)}") for k, v in values.items()), default=0)
     for key, value in values.items():
         text = f"{key} = {_toml_value(value)}"
@@ -566,6 +697,12 @@ def to_toml(config: Config, header: str = "") -> str:
             differs = {k: v for k, v in used.items() if v != written_model[k]}
             if differs:
                 _table(lines, f"game.{game}.model", differs, field_docs(ModelConfig))
+    docs = field_docs(Stage)
+    for stage in config.curriculum:
+        values = {k: v for k, v in dataclasses.asdict(stage).items() if v is not None}
+        _table(lines, "curriculum.stage", values, docs, array=True)
+    if not config.curriculum and header:  # the keys, documented, for config.toml's readers
+        lines += ["", CURRICULUM_HELP.rstrip()]
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
@@ -575,6 +712,19 @@ CONFIG_HEADER = """\
 # Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
 # [game.<name>] sets that game's parameters; [game.<name>.ppo] and [game.<name>.dqn] override
 # [ppo] and [dqn] for that game."""
+
+
+CURRICULUM_HELP = """\
+# [[curriculum.stage]]: none by default. Ordered stages of game-param overrides, changed between
+# iterations without recompiling (see fasttrain/curriculum.py), one table per stage, e.g.
+#   [[curriculum.stage]]
+#   params = { num_bots = 2 }        # on top of [game.<name>]; no param that sets buffer shapes
+#   promote_at = 3.0                 # the mean that promotes (every stage but the last)
+#   promote_metric = "charts/score"  # or charts/episodic_return, charts/episodic_length
+#   promote_episodes = 100           # episodes the mean covers (at least)
+#   min_steps = 0                    # agent steps spent in the stage before a promotion
+#   [[curriculum.stage]]
+#   params = { num_bots = 8, bot_policy = "greedy" }"""
 
 
 if __name__ == "__main__":  # regenerate the repository's config.toml: python -m fasttrain.config

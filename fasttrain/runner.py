@@ -4,6 +4,10 @@ A run never loses a good checkpoint: one process owns the run directory (a lock)
 written atomically, SIGINT and SIGTERM stop the run at an iteration boundary with a checkpoint,
 and weights that are not finite are never saved. The same seed gives the same metrics.csv
 (all columns but time and SPS): rows are written every ``log.csv_every`` iterations.
+
+With a curriculum (``[[curriculum.stage]]``) the episode stats are read after every iteration
+and feed both the promotion rule and the next metrics row; a promotion changes the game's params
+between iterations, and the checkpoint carries the stage so a resumed run continues bit for bit.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch
 from fasttrain import checkpoint
 from fasttrain import config as cfg
 from fasttrain.config import CONFIG_HEADER, Config, to_toml
+from fasttrain.curriculum import Curriculum
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import RunLock, check_writable, write_atomic
@@ -63,6 +68,16 @@ SHORT = {
 }
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
 NO_EPISODE = {"return": math.nan, "length": math.nan, "score": math.nan}
+STAGE_COLUMN = "curriculum/stage"  # 1-based stage the row's last iteration played in
+
+
+def combine(batches: list[dict]) -> dict:
+    """Episode means over ``env.stats()`` batches, weighted by their episode counts (one batch
+    as it is, so a row of one batch is exactly what the env reported)."""
+    if len(batches) == 1:
+        return {k: batches[0][k] for k in NO_EPISODE}
+    count = sum(b["episodes"] for b in batches)
+    return {k: sum(b[k] * b["episodes"] for b in batches) / count for k in NO_EPISODE}
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -183,6 +198,16 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
             )
             summary_path = out / "summary.json"
             return json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    curriculum = None
+    if config.curriculum:  # the stage's params are set before the first step
+        curriculum = Curriculum(
+            config.curriculum, trainer.env, config.game_params(), trainer.global_step
+        )
+        saved = state.get("curriculum") if state is not None else None
+        if saved is not None:
+            curriculum.load_state_dict(saved)  # a stage this curriculum lacks: one line
+        else:
+            curriculum.apply()
     out.mkdir(parents=True, exist_ok=True)
     if not lock.held:
         lock.acquire()
@@ -203,9 +228,12 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     # with several agents per environment, steps and SPS count agent steps (learner rows)
     agents = trainer.env.num_agents > 1
     unit, sps_unit = ("agent steps", "agent SPS") if agents else ("steps", "SPS")
+    stage_text = ""
+    if curriculum is not None:
+        stage_text = f" | curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}"
     echo(
         f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
-        f"{trainer.describe()} | {planned:,} {unit}{rounded} | run dir {out}"
+        f"{trainer.describe()} | {planned:,} {unit}{rounded}{stage_text} | run dir {out}"
         + (f" | settings: {', '.join(overrides)}" if overrides else "")
     )
     write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
@@ -217,6 +245,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     writer = None  # made at the first row: its columns follow the learner's losses
     time_offset = state.get("time_s", 0.0) if state else 0.0
     episode = dict(state.get("episode", NO_EPISODE)) if state else dict(NO_EPISODE)
+    # env.stats() batches read since the last row (every iteration with a curriculum)
+    batches = list(state.get("episode_batches", [])) if state else []
     start = time.perf_counter()
     first_step = trainer.global_step
     row_time, row_step = start, trainer.global_step
@@ -234,6 +264,9 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                 f"weights are not finite at step {trainer.global_step:,}; the last "
                 f"good checkpoint in {out} is kept"
             )
+        if curriculum is not None:
+            payload["curriculum"] = curriculum.state_dict()
+            payload["episode_batches"] = [dict(b) for b in batches]
         checkpoint.save(
             out / checkpoint.FILENAME,
             {
@@ -281,11 +314,22 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                         )
                     )
 
-                # ---- LOG: a metrics.csv row every csv_every iterations, a line every interval_s
-                if trainer.iteration % config.log.csv_every == 0 or last:
-                    stats = trainer.env.stats()
+                # ---- CURRICULUM: episode stats after every iteration; promotion between them
+                row_due = trainer.iteration % config.log.csv_every == 0 or last
+                if curriculum is not None or row_due:
+                    stats = trainer.env.stats()  # clears the env's sums
                     if stats:
-                        episode = {k: stats[k] for k in NO_EPISODE}
+                        batches.append(stats)
+                promotion = None
+                if curriculum is not None:
+                    stage = curriculum.stage  # the one this iteration played in
+                    promotion = curriculum.update(stats, trainer.global_step)
+
+                # ---- LOG: a metrics.csv row every csv_every iterations, a line every interval_s
+                if row_due:
+                    if batches:
+                        episode = combine(batches)
+                        batches.clear()
                     split = trainer.timers.split()
                     trainer.timers.reset()
                     row = {
@@ -296,6 +340,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                         "charts/episodic_length": episode["length"],
                         "charts/score": episode["score"],
                         "charts/learning_rate": trainer.learning_rate,
+                        **({} if curriculum is None else {STAGE_COLUMN: stage + 1}),
                         **losses,
                         **{f"time/{k}": round(v, 4) for k, v in split.items()},
                     }
@@ -318,9 +363,16 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                         stopped_early = last = True
                 if now - echo_time >= config.log.interval_s or last:
                     sps = (trainer.global_step - echo_step) / (now - echo_time)
+                    if not row_due:  # the time split so far since the last row
+                        split = trainer.timers.split()
+                    at = (
+                        ""
+                        if curriculum is None
+                        else f"stage {stage + 1}/{curriculum.num_stages} | "
+                    )
                     echo(
                         f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
-                        f"{sps:>9,.0f} {sps_unit} | return {episode['return']:7.2f} | "
+                        f"{sps:>9,.0f} {sps_unit} | {at}return {episode['return']:7.2f} | "
                         f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
                         + " ".join(
                             f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()
@@ -329,6 +381,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                         + " ".join(f"{k} {v:.0%}" for k, v in split.items())
                     )
                     echo_time, echo_step = now, trainer.global_step
+                if promotion is not None:
+                    echo(str(promotion))
                 if trainer.iteration % config.run.checkpoint_interval == 0 or last:
                     save()
                 if signum is not None:
@@ -360,6 +414,9 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         "stopped_early": stopped_early,
         "run_dir": str(out),
     }
+    if curriculum is not None:
+        summary["curriculum_stage"] = curriculum.stage + 1
+        summary["curriculum_stages"] = curriculum.num_stages
     write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     if stopped_by is not None:
         name = signal.Signals(stopped_by).name

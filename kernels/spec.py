@@ -171,7 +171,13 @@ class GameSpec:
                 raise ValueError(f"{self.name}.{key} must be finite, got {value}")
             if type(default) is int and not -(2**63) <= value < 2**63:
                 raise ValueError(f"{self.name}.{key} must fit in int64, got {value}")
-        return self.params_cls(**overrides)
+        # one kernel argument type per param: 1 for a float param is 1.0 (an int would compile
+        # a second specialisation of every launcher)
+        fixed = {
+            key: float(value) if type(getattr(self.params_cls(), key)) is float else value
+            for key, value in overrides.items()
+        }
+        return self.params_cls(**fixed)
 
     def param_values(self, params) -> dict:
         """Params as plain Python scalars, in field order, for kernel arguments (a str param
