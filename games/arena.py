@@ -96,7 +96,12 @@ class ArenaParams:
             )
         if self.width * self.height > 2**31 - 1:
             raise ValueError("arena map must have fewer than 2**31 cells")
-        if not 1 <= self.num_snakes <= 32767 - SNAKE - self.max_bots:
+        if self.num_snakes < 1 or self.max_bots < 0:
+            raise ValueError(
+                f"arena needs num_snakes >= 1 and max_bots >= 0, got {self.num_snakes} and "
+                f"{self.max_bots}"
+            )
+        if self.num_snakes + self.max_bots > 32767 - SNAKE:
             raise ValueError(f"arena num_snakes + max_bots must be at most {32767 - SNAKE}")
         if not 0 <= self.num_bots <= self.max_bots:
             raise ValueError(
@@ -223,7 +228,7 @@ def remove_snake(
 
 def reset_one(
     i, rng, grid, tiles, body, head_slot, head, length, steps, missing_food, food_count, bot_score,
-    width, height, vision, num_snakes, num_food, max_bots, num_bots,
+    bot_done, width, height, vision, num_snakes, num_food, max_bots, num_bots,
 ):  # fmt: skip
     """A fresh map: wall border, every snake (agents, then active bots) spawned in index
     order, then the food."""
@@ -231,10 +236,15 @@ def reset_one(
         for c in range(width):
             inside = vision <= r < height - vision and vision <= c < width - vision
             put(i, grid, tiles, r * width + c, EMPTY if inside else WALL)
+    for b in range(max_bots):  # a world restart ends the bots' lives in progress
+        k = num_snakes + b
+        if length[i, k] > 0:
+            bot_done[i, 0] += bot_score[i, b]
+            bot_done[i, 1] += steps[i, k]
+            bot_done[i, 2] += 1
+        bot_score[i, b] = 0
     for a in range(num_snakes + max_bots):
         length[i, a] = 0
-    for b in range(max_bots):
-        bot_score[i, b] = 0
     for a in range(num_snakes + num_bots):
         spawn_snake(
             i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
@@ -337,8 +347,12 @@ def step_one(
         truncated[i, a] = 0 < max_episode_steps <= steps[i, a]
     for b in range(max_bots):
         k = num_snakes + b
-        if b >= num_bots:  # a slot a curriculum stage turned off
+        if b >= num_bots:  # a slot a curriculum stage turned off: its life ends here
             if length[i, k] > 0:
+                bot_done[i, 0] += bot_score[i, b]
+                bot_done[i, 1] += steps[i, k]
+                bot_done[i, 2] += 1
+                bot_score[i, b] = 0
                 remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length, False)
             continue
         if length[i, k] == 0:  # dead (or new): it respawns now and moves from the next step
@@ -405,7 +419,8 @@ def render_text(state, params, crop: int = 48) -> str:
     ``crop`` is cropped to the ``crop`` x ``crop`` square around snake 0's head."""
     h, w = params.height, params.width
     grid = np.asarray(state["grid"]).reshape(h, w)
-    heads = {int(state["head"][k]): k for k in range(params.num_snakes) if state["length"][k] > 0}
+    snakes = params.num_snakes + params.max_bots  # agents, then bots
+    heads = {int(state["head"][k]): k for k in range(snakes) if state["length"][k] > 0}
     r0, c0, r1, c1 = 0, 0, h, w
     if h > crop or w > crop:
         hr, hc = divmod(int(state["head"][0]), w)

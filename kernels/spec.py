@@ -156,8 +156,8 @@ class GameSpec:
                         f"{', '.join(valid_values)}; got {value!r}"
                     )
                 continue
-            if isinstance(default, bool) or isinstance(value, bool):
-                ok = isinstance(value, bool) and isinstance(default, bool)
+            if isinstance(default, bool) or isinstance(value, (bool, np.bool_)):
+                ok = isinstance(value, (bool, np.bool_)) and isinstance(default, bool)
             elif isinstance(default, int):
                 ok = isinstance(value, (int, np.integer))
             else:
@@ -173,8 +173,10 @@ class GameSpec:
                 raise ValueError(f"{self.name}.{key} must fit in int64, got {value}")
         # one kernel argument type per param: 1 for a float param is 1.0 (an int would compile
         # a second specialisation of every launcher)
+        # (and a NumPy scalar is a Python one)
+        kinds = {key: type(getattr(self.params_cls(), key)) for key in overrides}
         fixed = {
-            key: float(value) if type(getattr(self.params_cls(), key)) is float else value
+            key: value if kinds[key] is str else kinds[key](value)
             for key, value in overrides.items()
         }
         return self.params_cls(**fixed)

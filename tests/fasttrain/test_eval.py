@@ -169,7 +169,8 @@ def test_no_episode_ended_gives_nan_means():
     result = evaluate("cartpole", {}, None, episodes=5, num_envs=4, seed=0, max_steps=2)
     assert result.episodes == 0 and result.steps == 2
     assert math.isnan(result.return_mean) and math.isnan(result.length_std)
-    assert "nan ± nan" in table([result])
+    row = table([result]).splitlines()[1].split()
+    assert row == ["random", "0", "-", "-", "-"]  # nothing measured: no number
 
 
 def test_single_agent_game_counts_episodes_per_env():
@@ -387,3 +388,161 @@ def test_cli_greedy_without_a_run_is_refused():
     done = cli("--game", "arena", "--random", "--greedy")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--greedy plays a trained agent" in done.stderr
+
+
+# ------------------------------------------------------------------------------- bots
+
+# SMALL with bot slots: the bots' lives are followed by hand from their lengths alone
+BOTS = SMALL | {"max_bots": 3, "num_bots": 2}
+
+
+@dataclass
+class BotLives:
+    lives: int
+    food: int
+    steps: int
+
+
+def hand_tracked_bots(params: dict, num_envs: int, seed: int, choose, steps: int) -> BotLives:
+    """Every bot life that ends in ``steps`` steps of a twin env, read from the bots' lengths
+    (not from the game's own sums): a bot on the map moves once per step, it ate in a step it
+    grew, and its life ended in a step after which it is off the map. The twin must never end
+    all of an env's agents in one step (the map would restart, cutting the bots' lives)."""
+    env = fasttrain.make("arena", num_envs=num_envs, backend="cpu", seed=seed, **params)
+    agents, bots = env.num_agents, params["max_bots"]
+    moves, food = np.zeros((num_envs, bots), int), np.zeros((num_envs, bots), int)
+    total = BotLives(0, 0, 0)
+    for step in range(1, steps + 1):
+        before = env.state["length"][:, agents:].copy()
+        env.step(choose(env, step))
+        ended = (env.terminated | env.truncated).numpy().reshape(num_envs, agents)
+        assert not ended.all(axis=1).any(), f"step {step} restarted a map: pick another seed"
+        after = env.state["length"][:, agents:]
+        assert after.max() < params.get("max_snake_length", 64)  # growing means eating
+        alive = before > 0
+        moves += alive
+        food += alive & (after == before + 1)
+        died = alive & (after == 0)
+        total.lives += int(died.sum())
+        total.food += int(food[died].sum())
+        total.steps += int(moves[died].sum())
+        moves[died | ~alive], food[died | ~alive] = 0, 0
+    # the game's own sums say the same
+    food_sum, steps_sum, lives_sum = env.state["bot_done"].sum(axis=0).tolist()
+    assert (lives_sum, food_sum, steps_sum) == (total.lives, total.food, total.steps)
+    return total
+
+
+@pytest.mark.parametrize("policy", ["random", "greedy"])
+def test_evaluate_reports_the_bots_lives_as_followed_by_hand(policy):
+    params = BOTS | {"bot_policy": policy}
+    result = evaluate("arena", params, None, episodes=100, num_envs=3, seed=5)
+    bots = result.bots
+    assert bots is not None and bots.policy == f"{policy} bots"
+    every = hand_tracked(params, 3, 5, random_choice(5), result.steps)
+    assert_matches(result, every[:100])  # the agents' figures are unchanged by the bots' row
+    lives = hand_tracked_bots(params, 3, 5, random_choice(5), result.steps)
+    assert lives.lives >= 3 and lives.food >= 1  # the bots lived, ate and died
+    assert bots.episodes == lives.lives and bots.steps == result.steps
+    assert bots.score_mean == pytest.approx(lives.food / lives.lives, rel=1e-12)
+    assert bots.length_mean == pytest.approx(lives.steps / lives.lives, rel=1e-12)
+    for name in ("return_mean", "return_std", "score_std", "length_std"):
+        assert math.isnan(getattr(bots, name)), name
+    assert bots.bots is None
+
+
+def test_evaluate_has_no_bots_result_without_active_bots():
+    assert evaluate("arena", SMALL, None, episodes=5, num_envs=2, seed=1).bots is None
+    idle = SMALL | {"max_bots": 2, "num_bots": 0}  # room for bots, none playing
+    assert evaluate("arena", idle, None, episodes=5, num_envs=2, seed=1).bots is None
+    assert evaluate("snake", {}, None, episodes=2, num_envs=2, seed=1).bots is None
+
+
+def test_table_puts_the_bots_row_under_its_result():
+    bots = EvalResult("greedy bots", 7, math.nan, math.nan, 1.25, math.nan, 30.5, math.nan, 9, 0)
+    agent = EvalResult("agent", 20, 1.5, 0.25, 2.0, 1.0, 10.0, 2.5, 9, 0.1, bots=bots)
+    other = EvalResult("random", 20, -1.0, 0.0, 0.5, 0.5, 5.0, 1.0, 9, 0.1)
+    lines = table([agent, other]).splitlines()
+    assert [re.split(r"\s{2,}", line.strip()) for line in lines[1:]] == [
+        ["agent", "20", "1.500 ± 0.250", "2.000 ± 1.000", "10.0 ± 2.5"],
+        ["greedy bots", "7", "-", "1.250", "30.5"],  # no return, means without a std
+        ["random", "20", "-1.000 ± 0.000", "0.500 ± 0.500", "5.0 ± 1.0"],
+    ]
+
+
+@pytest.fixture(scope="module")
+def bot_run(tmp_path_factory):
+    """A tiny run trained beside one greedy bot (room for two), through the CLI."""
+    out = tmp_path_factory.mktemp("eval_bots") / "run"
+    args = ["--game", "arena", "--steps", "4096", "--num-envs", "4", "--device", "cpu"]
+    sets = ["ppo.num_steps=8", "ppo.num_minibatches=1", "game.arena.max_bots=2"]
+    sets += ["game.arena.num_bots=1", "run.torch_threads=1", "run.numba_threads=1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "fasttrain.cli", "run", *args, "--out", str(out)]
+        + [x for s in sets for x in ("--set", s)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    """Every table row in order (rows may share a policy name)."""
+    lines = stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("policy "))
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[start + 1 :] if line.strip()]
+
+
+def test_cli_bots_plays_the_agent_beside_each_bot_policy(bot_run, tmp_path):
+    json_path = tmp_path / "bots.json"
+    args = ["--run", str(bot_run), "--bots", "--episodes", "12", "--num-envs", "2"]
+    done = cli(*args, "--seed", "4", "--json", str(json_path))
+    assert done.returncode == 0, done.stderr
+    got = table_rows(done.stdout)
+    # the same evaluations in process: the run's world, then one per policy with the run's
+    # bots (num_bots 1), one sampling actor seeded with the eval seed playing them in turn
+    act, params = load_agent(bot_run, greedy=False, seed=4)
+    assert (params["max_bots"], params["num_bots"], params["bot_policy"]) == (2, 1, "greedy")
+    expected = [evaluate("arena", params, act, 12, 2, 4, policy="agent")]
+    for policy in ("random", "greedy", "cautious"):
+        world = params | {"bot_policy": policy}
+        expected.append(evaluate("arena", world, act, 12, 2, 4, policy=f"agent vs {policy} bots"))
+    want = [row for r in expected for row in (r, r.bots)]  # each result, then its bots
+    labels = ["agent", "greedy bots"]
+    for policy in ("random", "greedy", "cautious"):
+        labels += [f"agent vs {policy} bots", f"{policy} bots"]
+    assert [row[0] for row in got] == [r.policy for r in want] == labels
+    assert [row[1:] for row in got] == [cells(r) for r in want]
+    # JSON: strict (NaN written as null), each result with its bots nested
+    text = json_path.read_text()
+
+    def no_constants(name):
+        raise AssertionError(f"{name} in the JSON")
+
+    data = json.loads(text, parse_constant=no_constants)
+    assert [r["policy"] for r in data["results"]] == [r.policy for r in expected]
+    for row, result in zip(data["results"], expected, strict=True):
+        bots = row["bots"]
+        assert bots["policy"] == result.bots.policy and bots["episodes"] == result.bots.episodes
+        assert bots["return_mean"] is None and bots["score_std"] is None
+        if result.bots.episodes:
+            assert bots["score_mean"] == result.bots.score_mean
+        else:
+            assert bots["score_mean"] is None
+
+
+def test_cli_bots_on_a_run_without_bots_is_one_line(tiny_run):
+    done = cli("--run", str(tiny_run), "--bots", "--episodes", "5", "--num-envs", "2")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "Error: --bots needs a game with bots and room for them; this arena run has none "
+        "(max_bots = 0)"
+    ]
+
+
+def test_cli_bots_without_a_run_is_a_usage_error():
+    assert_one_line_error(
+        cli("--game", "arena", "--random", "--bots"), "--bots plays a trained agent: add --run DIR"
+    )

@@ -13,7 +13,7 @@ import torch
 
 import fasttrain
 from fasttrain import games
-from fasttrain.kernels import cuda_available
+from fasttrain.kernels import cuda_available, get_backend
 from fasttrain.kernels.env import buffer_nbytes
 
 VIEWS = ("obs", "actions", "rewards", "terminated", "truncated", "final_obs")
@@ -523,3 +523,187 @@ def test_stats_means_then_clear(snake):
     # env 0: return -1 over 2 steps, score 0; env 1: return 1 - 1 over 2 steps, score 1
     assert env.stats() == {"return": -0.5, "length": 2.0, "score": 0.5, "episodes": 2}
     assert env.stats() == {}
+
+
+# ------------------------------------------------------------------------------- set_params
+
+# the 10x10 arena of tests/games/test_arena.py: two agents, two bot slots (one active)
+BOT_ARENA = {"width": 10, "height": 10, "vision": 2, "num_snakes": 2, "num_food": 0}
+BOT_ARENA |= {"max_bots": 2, "num_bots": 1, "bot_policy": "greedy"}
+
+
+def _arena(backend="cpu", seed=0, **params):
+    return fasttrain.make("arena", num_envs=1, backend=backend, seed=seed, **BOT_ARENA | params)
+
+
+def _eat_and_die(env):
+    """Agent 0 eats the food to its right, agent 1 runs up into the wall; the bot is far off.
+    Returns the two rewards."""
+    from tests.games.test_arena import place
+
+    place(env, [[(4, 2), (4, 3)], [(2, 7)], [(7, 2)], []], food=[(4, 4)])
+    _, rewards, terminated, _ = env.step(np.array([3, 0]))
+    assert terminated.tolist() == [False, True]
+    return rewards.tolist()
+
+
+def _addresses(env) -> dict:
+    out = {name: array.__array_interface__["data"][0] for name, array in env.arrays.items()}
+    out |= {f"view {name}": getattr(env, name).data_ptr() for name in VIEWS}
+    return out
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_set_params_changes_rewards_from_the_next_step(backend):
+    env = _arena(backend)
+    assert _eat_and_die(env) == pytest.approx([0.1, -1.0])
+    env.set_params(reward_food=0.75, reward_death=-3.0)
+    assert env.params.reward_food == 0.75 and env.params.num_bots == 1  # the others kept
+    assert _eat_and_die(env) == [0.75, -3.0]
+    env.set_params(reward_food=2)  # an int for a float param
+    assert _eat_and_die(env) == [2.0, -3.0]
+
+
+def test_set_params_neither_recompiles_nor_reallocates():
+    env = _arena()
+    gen = np.random.default_rng(0)
+    env.step(gen.integers(0, 4, env.num_rows))
+    launchers = get_backend("cpu").compile(env.spec)
+    compiled, addresses = launchers.num_compiled(), _addresses(env)
+    arrays = dict(env.arrays)
+    changes = [
+        {"num_bots": 2, "bot_policy": "random"},
+        {"bot_policy": "cautious", "num_food": 5, "reward_corpse": 0.5},
+        {"leave_corpse_on_death": False, "max_episode_steps": 7, "reward_death": -0.5},
+        {"num_bots": 0, "num_food": 1},
+        {"width": 10, "max_bots": 2},  # shape params given their own values: no change
+    ]
+    for change in changes:
+        env.set_params(**change)
+        for _ in range(20):
+            env.step(gen.integers(0, 4, env.num_rows))
+        env.reset()
+    assert launchers.num_compiled() == compiled
+    assert _addresses(env) == addresses
+    assert all(env.arrays[name] is array for name, array in arrays.items())
+    assert np.shares_memory(env.obs.numpy(), env.arrays["obs"])
+
+
+def test_set_params_with_numpy_integers_does_not_recompile():
+    env = _arena()
+    env.step(np.zeros(env.num_rows, np.int64))
+    launchers = get_backend("cpu").compile(env.spec)
+    compiled = launchers.num_compiled()
+    env.set_params(num_food=np.int32(3), max_episode_steps=np.uint8(9))
+    env.step(np.zeros(env.num_rows, np.int64))
+    assert launchers.num_compiled() == compiled
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("max_bots", 3),
+        ("width", 12),
+        ("height", 12),
+        ("num_snakes", 3),
+        ("vision", 1),
+        ("max_snake_length", 32),
+    ],
+)
+def test_set_params_refuses_a_shape_param_in_one_line_changing_nothing(name, value):
+    env, twin = _arena(seed=4), _arena(seed=4)
+    gen = np.random.default_rng(1)
+    actions = gen.integers(0, 4, (30, env.num_rows))
+    for t in range(10):
+        env.step(actions[t])
+        twin.step(actions[t])
+    params, snapshot = env.params, _snapshot(env)
+    with pytest.raises(ValueError) as excinfo:
+        env.set_params(reward_food=0.5, **{name: value})
+    assert _one_line(excinfo) == (
+        f"game 'arena' parameter {name!r} sets buffer shapes and cannot change after the "
+        "environments are made"
+    )
+    assert env.params is params and env.params.reward_food == 0.1
+    _assert_unchanged(env, snapshot)
+    for t in range(10, 30):  # and it plays on exactly as an env that was never asked
+        env.step(actions[t])
+        twin.step(actions[t])
+        for key in env.arrays:
+            np.testing.assert_array_equal(env.arrays[key], twin.arrays[key], err_msg=key)
+
+
+@pytest.mark.parametrize(
+    "overrides, error, message",
+    [
+        (
+            {"bot_policy": "smart"},
+            ValueError,
+            "game 'arena' parameter 'bot_policy' must be one of random, greedy, cautious; got "
+            "'smart'",
+        ),
+        ({"num_bots": 3}, ValueError, "arena num_bots must be in 0..max_bots = 2, got 3"),
+        (
+            {"reward_food": "high"},
+            TypeError,
+            "game 'arena' parameter 'reward_food' must be float, got str 'high'",
+        ),
+        ({"reward_food": float("nan")}, ValueError, "arena.reward_food must be finite, got nan"),
+        ({"num_food": 2.5}, TypeError, "game 'arena' parameter 'num_food' must be int, got float"),
+        ({"reward_food": 0.5, "speed": 2}, ValueError, "unknown parameter(s) ['speed']"),
+    ],
+)
+def test_set_params_with_a_bad_value_raises_the_make_params_error_changing_nothing(
+    overrides, error, message
+):
+    env, twin = _arena(seed=2), _arena(seed=2)
+    params, snapshot = env.params, _snapshot(env)
+    with pytest.raises(error) as excinfo:
+        env.set_params(**overrides)
+    assert _one_line(excinfo).startswith(message)
+    assert env.params is params
+    _assert_unchanged(env, snapshot)
+    gen = np.random.default_rng(3)
+    for _ in range(15):
+        actions = gen.integers(0, 4, env.num_rows)
+        env.step(actions)
+        twin.step(actions)
+    for key in env.arrays:
+        np.testing.assert_array_equal(env.arrays[key], twin.arrays[key], err_msg=key)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+@pytest.mark.parametrize("how", ["bind_outputs", "obs_out"])
+def test_outputs_bound_before_set_params_step_with_the_new_values(backend, how):
+    """Outputs bound (or cached for obs_out) before set_params carry the new params: rewards
+    and bot moves follow the change, observations still land in the caller's buffers."""
+    from tests.games.test_arena import cells, place
+
+    env = _arena(backend, num_bots=1)
+    storage = torch.zeros((3, env.num_rows, *env.obs_shape), dtype=env.obs_dtype)
+    finals = torch.zeros_like(storage)
+    bound = [env.bind_outputs(storage[t], finals[t]) for t in range(3)]
+
+    def play(t):
+        # agent 0 eats the food at (4, 4); the bot at (6, 4) heads for (5, 5): up (first) and
+        # right tie, but up, (5, 4), is next to the agent's new head, which cautious avoids
+        place(env, [[(4, 2), (4, 3)], [(7, 7)], [(6, 4)], []], food=[(4, 4), (5, 5)])
+        env.obs.fill_(255)
+        slot = t if how == "bind_outputs" else 0  # obs_out: the one slot, cached at step 0
+        kwargs = {"out": bound[t]} if how == "bind_outputs" else {"obs_out": storage[0]}
+        obs, rewards, _, _ = env.step(np.array([3, 0]), **kwargs)
+        assert obs.data_ptr() == storage[slot].data_ptr()
+        assert bool((env.obs == 255).all())  # the env's own buffer was not written
+        # agent 0's window: its head in the centre, its body left of it
+        v = env.params.vision
+        assert obs[0, v, v] == 4 and obs[0, v, v - 1] == 4 and obs[0, v, v + 1] == 0
+        return rewards.tolist(), cells(env, 2)
+
+    rewards, bot = play(0)
+    assert rewards == pytest.approx([0.1, 0.0]) and bot == [(5, 4)]
+    env.set_params(reward_food=0.5, reward_death=-2.0)
+    rewards, bot = play(1)
+    assert rewards == [0.5, 0.0] and bot == [(5, 4)]
+    env.set_params(bot_policy="cautious", reward_food=1.5)
+    rewards, bot = play(2)
+    assert rewards == [1.5, 0.0] and bot == [(6, 5)]

@@ -23,18 +23,21 @@ def backend(request):
 
 
 def make(backend="cpu", **params):
-    """One arena env, 10x10 with vision 2 and 2 snakes unless overridden."""
-    params = {"width": 10, "height": 10, "vision": 2, "num_snakes": 2, "num_food": 1, **params}
+    """One arena env, 10x10 with vision 2 and 2 snakes unless overridden; no food unless a test
+    asks (each step tops the food up to num_food, which would put a random piece on the map)."""
+    params = {"width": 10, "height": 10, "vision": 2, "num_snakes": 2, "num_food": 0, **params}
     return fasttrain.make("arena", num_envs=1, backend=backend, seed=0, **params)
 
 
 def place(env, snakes, food=(), corpse=(), walls=(), steps=None, first_slot=0):
     """Clear env 0 to its border walls and an empty inside, then put snake k on ``snakes[k]``
     ((row, col) cells, tail first; [] waits to respawn, its last head at the map's centre), the
-    food, corpse and extra wall tiles; ``steps`` {k: steps in the life}. Episode sums restart."""
+    food, corpse and extra wall tiles; ``steps`` {k: steps in the life}. ``snakes`` lists the
+    agents, then every bot slot. Episode sums, the bots' scores and their summed lives restart;
+    the food count is the food placed."""
     st, p = env.state, env.params
     h, w, v = p.height, p.width, p.vision
-    assert len(snakes) == p.num_snakes
+    assert len(snakes) == p.num_snakes + p.max_bots
     grid = np.full((h, w), WALL, np.int16)
     grid[v : h - v, v : w - v] = EMPTY
     for tile, where in ((FOOD, food), (CORPSE, corpse), (WALL, walls)):
@@ -53,6 +56,9 @@ def place(env, snakes, food=(), corpse=(), walls=(), steps=None, first_slot=0):
     st["grid"][0] = grid.ravel()
     st["tiles"][0] = np.minimum(grid, SNAKE).ravel()  # every snake as SNAKE, as documented
     st["missing_food"][0] = 0
+    st["food_count"][0] = int((grid == FOOD).sum())
+    st["bot_score"][0] = 0
+    st["bot_done"][0] = 0
     for name in ("score", "ep_return", "ep_length"):
         env.arrays[name][:] = 0
 
@@ -415,7 +421,7 @@ def test_a_truncated_snake_leaves_no_body_behind(backend):
         ({"vision": 0}, "vision must be >= 1"),
         ({"width": 3}, r"at least 2\*vision\+2 = 8, got 3x24"),
         ({"height": 9, "vision": 4}, r"at least 2\*vision\+2 = 10, got 24x9"),
-        ({"num_snakes": 0}, "num_snakes must be in 1"),
+        ({"num_snakes": 0}, "needs num_snakes >= 1"),
         ({"num_food": -1}, "num_food"),
         ({"max_snake_length": 0}, "max_snake_length >= 1"),
         ({"max_episode_steps": -1}, "max_episode_steps must be >= 0"),

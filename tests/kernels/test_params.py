@@ -1,0 +1,346 @@
+"""Params: ``KernelEnv.set_params`` between steps, str params with ``GameSpec.choices``, and the
+limit on a game function's arguments.
+
+A tiny game defined here: each step rewards ``scale * value + offset``, where ``value`` is the
+action, twice it or minus it (``mode``); ``reset_one`` writes ``start`` into the observation;
+``size`` sets the shape of a state array (a shape param), ``length`` ends episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from fasttrain.kernels import Field, GameSpec, KernelEnv, assert_backends_agree
+from fasttrain.kernels.spec import MAX_ARGS
+
+BACKENDS = ["python", "cpu"]
+MODES = ("plain", "doubled", "negated")
+
+
+@dataclass(frozen=True)
+class DialParams:
+    size: int = 2
+    """slots of ``history`` (sets a buffer shape)"""
+    scale: float = 1.0
+    """reward per unit of value"""
+    offset: int = 0
+    """added to every reward"""
+    mode: str = "plain"
+    """plain | doubled | negated: the value of an action"""
+    start: int = 0
+    """the observation after a reset"""
+    length: int = 100
+    """steps per episode"""
+
+
+def reset_one(i, obs, count, history, size, start):
+    count[i] = 0
+    for k in range(size):
+        history[i, k] = 0.0
+    obs[i, 0] = start
+
+
+def step_one(
+    i, actions, obs, rewards, terminated, truncated, count, history, scale, offset, mode, length
+):
+    count[i] += 1
+    value = actions[i] if mode == 0 else 2 * actions[i] if mode == 1 else -actions[i]
+    rewards[i] = scale * value + offset
+    history[i, count[i] % history.shape[1]] = rewards[i]
+    obs[i, 0] = count[i]
+    terminated[i] = count[i] >= length
+    truncated[i] = False
+
+
+DIAL = GameSpec(
+    name="dial",
+    params_cls=DialParams,
+    state=(
+        Field("count", lambda p: (), np.int64, "() steps this episode"),
+        Field("history", lambda p: (p.size,), np.float64, "(size,) recent rewards"),
+    ),
+    obs_shape=lambda p: (1,),
+    obs_dtype=np.float32,
+    num_actions=3,
+    reset_one=reset_one,
+    step_one=step_one,
+    render_text=lambda state, params: str(state["count"]),
+    choices={"mode": MODES},
+)
+
+
+def make_env(backend, num_envs=3, **params):
+    env = KernelEnv(DIAL, num_envs, backend, DIAL.make_params(**params), seed=0)
+    env.reset(seed=0)
+    return env
+
+
+def play(env, actions, args=None) -> list[float]:
+    env.arrays["actions"][:] = np.array(actions, dtype=np.int64)
+    assert env.step(args) == -1
+    return env.arrays["rewards"].tolist()
+
+
+def snapshot(env) -> dict:
+    return {name: array.copy() for name, array in env.arrays.items()}
+
+
+def assert_same(env, before):
+    for name, array in before.items():
+        np.testing.assert_array_equal(env.arrays[name], array, err_msg=name)
+
+
+# ------------------------------------------------------------------------------- set_params
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_new_params_take_effect_at_the_next_step(backend):
+    env = make_env(backend)
+    assert play(env, [0, 1, 2]) == [0.0, 1.0, 2.0]
+    before = snapshot(env)
+    env.set_params(DIAL.make_params(scale=0.5, offset=3, mode="doubled"))
+    assert_same(env, before)  # nothing happens between steps
+    assert play(env, [0, 1, 2]) == [3.0, 4.0, 5.0]  # 0.5 * 2a + 3
+    env.set_params(DIAL.make_params(scale=2.0, mode="negated"))
+    assert play(env, [0, 1, 2]) == [0.0, -2.0, -4.0]
+    assert env.params == DIAL.make_params(scale=2.0, mode="negated")
+    assert env.arrays["count"].tolist() == [3, 3, 3]  # the episodes played on
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reset_and_episode_ends_use_the_new_params(backend):
+    env = make_env(backend, num_envs=2)
+    env.set_params(DIAL.make_params(start=7, length=2))
+    env.reset()
+    assert env.arrays["obs"][:, 0].tolist() == [7.0, 7.0]
+    play(env, [1, 1])
+    assert env.arrays["terminated"].tolist() == [False, False]
+    play(env, [1, 1])  # the second step ends the episode: the auto-reset writes start
+    assert env.arrays["terminated"].tolist() == [True, True]
+    assert env.arrays["obs"][:, 0].tolist() == [7.0, 7.0]
+    assert env.arrays["final_obs"][:, 0].tolist() == [2.0, 2.0]
+
+
+def test_no_recompilation_and_no_reallocation():
+    env = make_env("cpu")
+    play(env, [1, 1, 1])
+    compiled = env.launchers.num_compiled()
+    assert compiled >= 2
+    arrays = {name: array for name, array in env.arrays.items()}
+    addresses = {name: array.__array_interface__["data"][0] for name, array in arrays.items()}
+    for k, mode in enumerate(MODES * 2):
+        env.set_params(DIAL.make_params(scale=1.5 + k, offset=k, mode=mode, length=50 + k))
+        play(env, [2, 0, 1])
+        env.reset()
+    assert env.launchers.num_compiled() == compiled
+    for name, array in env.arrays.items():
+        assert array is arrays[name], name
+        assert array.__array_interface__["data"][0] == addresses[name], name
+    assert env.params_version == 6
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_shape_param_is_refused_in_one_line_and_nothing_changes(backend):
+    env = make_env(backend)
+    play(env, [1, 2, 0])
+    before, params, version = snapshot(env), env.params, env.params_version
+    # with a param that may change beside it: that one is not applied either
+    with pytest.raises(ValueError) as excinfo:
+        env.set_params(DIAL.make_params(size=3, scale=10.0))
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message == (
+        "game 'dial' parameter 'size' sets buffer shapes and cannot change after the "
+        "environments are made"
+    )
+    assert env.params is params and env.params_version == version
+    assert_same(env, before)
+    assert play(env, [1, 2, 0]) == [1.0, 2.0, 0.0]  # the old scale
+    assert env.arrays["history"].shape == (3, 2)
+
+
+def test_set_params_wants_the_games_params_class():
+    env = make_env("cpu")
+    with pytest.raises(TypeError, match="params must be a DialParams"):
+        env.set_params({"scale": 2.0})
+    with pytest.raises(TypeError, match="params must be a DialParams"):
+        env.set_params(dataclasses.make_dataclass("DialParams", [("scale", float, 2.0)])())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_launcher_arguments_built_before_are_refreshed_by_refresh_args(backend):
+    """``step_args`` built before set_params keep the old values, as documented, until passed
+    through ``refresh_args``; they still write into their own buffers."""
+    env = make_env(backend, num_envs=2)
+    obs, final_obs = np.zeros((2, 1), np.float32), np.zeros((2, 1), np.float32)
+    args = env.step_args(obs, final_obs)
+    env.set_params(DIAL.make_params(offset=10))
+    assert play(env, [1, 2], args) == [1.0, 2.0]  # old values
+    fresh = env.refresh_args(args)
+    assert play(env, [1, 2], fresh) == [11.0, 12.0]
+    assert obs[:, 0].tolist() == [2.0, 2.0]  # the bound buffers were written
+    assert play(env, [1, 2]) == [11.0, 12.0]  # the env's own arguments are fresh already
+    assert obs[:, 0].tolist() == [2.0, 2.0] and env.arrays["obs"][:, 0].tolist() == [3.0, 3.0]
+
+
+# ------------------------------------------------------------------------------- choices
+
+
+def test_a_str_param_reaches_the_kernels_as_its_index():
+    for index, mode in enumerate(MODES):
+        assert DIAL.param_values(DIAL.make_params(mode=mode))["mode"] == index
+    assert DIAL.param_values(DIAL.make_params())["mode"] == 0
+
+
+@pytest.mark.parametrize("value", ["tripled", "Plain", "", 1, None])
+def test_a_value_outside_the_choices_names_the_valid_ones(value):
+    with pytest.raises(ValueError) as excinfo:
+        DIAL.make_params(mode=value)
+    assert str(excinfo.value) == (
+        f"game 'dial' parameter 'mode' must be one of plain, doubled, negated; got {value!r}"
+    )
+
+
+def test_a_str_param_without_choices_is_refused_at_creation():
+    with pytest.raises(ValueError, match="str param 'mode' needs its valid values in GameSpec"):
+        dataclasses.replace(DIAL, name="dial_no_choices", choices={})
+    # a default outside its own choices is refused too: kernels could not receive it
+    with pytest.raises(ValueError, match="str param 'mode' needs its valid values"):
+        dataclasses.replace(DIAL, name="dial_bad_choices", choices={"mode": ("fast", "slow")})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_choice_plays_by_its_own_rule(backend):
+    rewards = {}
+    for mode in MODES:
+        env = make_env(backend, num_envs=3, mode=mode)
+        rewards[mode] = play(env, [0, 1, 2])
+    assert rewards == {
+        "plain": [0.0, 1.0, 2.0],
+        "doubled": [0.0, 2.0, 4.0],
+        "negated": [0.0, -1.0, -2.0],
+    }
+
+
+# ------------------------------------------------------------------------------- MAX_ARGS
+
+
+def _function(name: str, args: list[str], body: str):
+    """A real function of these arguments, as a game would write it out."""
+    namespace: dict = {}
+    exec(f"def {name}({', '.join(args)}):\n{body}", namespace)
+    return namespace[name]
+
+
+def wide_game(num_args: int, where: str = "step_one") -> GameSpec:
+    """A game whose ``where`` function takes ``num_args`` arguments: the env index, four I/O
+    buffers, then int params ``p0, p1, ...`` (p_k = k) summed into the reward (or the reset
+    observation)."""
+    names = [f"p{k}" for k in range(num_args - 5)]
+    params_cls = dataclasses.make_dataclass(
+        f"Wide{num_args}", [(n, int, k) for k, n in enumerate(names)], frozen=True
+    )
+    total = " + ".join(names)
+    step_args = ["i", "actions", "rewards", "terminated", "truncated"]
+    step_body = "    terminated[i] = False\n    truncated[i] = False\n"
+    reset_args = ["i", "obs", "obs_flat", "rng", "score"]
+    if where == "step_one":
+        step = _function(
+            "step_one", step_args + names, f"    rewards[i] = actions[i] + {total}\n" + step_body
+        )
+        reset = _function("reset_one", ["i", "obs"], "    obs[i, 0] = 0.0\n")
+    else:
+        step = _function("step_one", step_args, "    rewards[i] = actions[i]\n" + step_body)
+        reset = _function("reset_one", reset_args + names, f"    obs[i, 0] = {total}\n")
+    return GameSpec(
+        name=f"wide_{num_args}_{where}",
+        params_cls=params_cls,
+        state=(),
+        obs_shape=lambda p: (1,),
+        obs_dtype=np.float32,
+        num_actions=2,
+        reset_one=reset,
+        step_one=step,
+        render_text=lambda state, params: "",
+    )
+
+
+@pytest.mark.parametrize("where", ["step_one", "reset_one"])
+def test_a_function_of_more_than_max_args_arguments_is_refused(where):
+    assert MAX_ARGS == 30
+    with pytest.raises(ValueError) as excinfo:
+        wide_game(MAX_ARGS + 1, where)
+    message = str(excinfo.value)
+    assert message.startswith(
+        f"wide_{MAX_ARGS + 1}_{where}.{where} takes {MAX_ARGS + 1} arguments; at most {MAX_ARGS}"
+    )
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("where", ["step_one", "reset_one"])
+def test_a_function_of_max_args_arguments_compiles_and_agrees(where):
+    spec = wide_game(MAX_ARGS, where)
+    params = spec.make_params()
+    assert assert_backends_agree(spec, BACKENDS, 2, 3, params=params) == 0
+    env = KernelEnv(spec, 2, "cpu", params)
+    env.reset(seed=0)
+    total = float(sum(range(MAX_ARGS - 5)))  # p_k = k
+    if where == "step_one":
+        assert play(env, [1, 0]) == [1.0 + total, total]
+    else:
+        assert env.arrays["obs"][:, 0].tolist() == [total, total]
+
+
+# an agent game whose number of agents is a param that sets no state shape: only the agent rows
+
+
+@dataclass(frozen=True)
+class CrowdParams:
+    num_players: int = 2
+    """agents per environment"""
+    bonus: float = 0.0
+    """added to every reward"""
+
+
+def crowd_reset(i, turns):
+    turns[i] = 0
+
+
+def crowd_step(i, actions, rewards, terminated, truncated, turns, bonus):
+    turns[i] += 1
+    for a in range(actions.shape[1]):
+        rewards[i, a] = actions[i, a] + bonus
+        terminated[i, a] = False
+        truncated[i, a] = False
+
+
+def crowd_observe(i, a, obs_flat, turns):
+    obs_flat[i, a, 0] = turns[i]
+
+
+CROWD = GameSpec(
+    name="crowd",
+    params_cls=CrowdParams,
+    state=(Field("turns", lambda p: (), np.int64, "() steps taken"),),
+    obs_shape=lambda p: (1,),
+    obs_dtype=np.float32,
+    num_actions=2,
+    reset_one=crowd_reset,
+    step_one=crowd_step,
+    render_text=lambda state, params: "",
+    num_agents=lambda p: p.num_players,
+    observe=crowd_observe,
+)
+
+
+def test_the_number_of_agents_is_a_shape_param_even_with_no_state_shape_of_its_own():
+    env = KernelEnv(CROWD, 2, "python", CROWD.make_params(), seed=0)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="parameter 'num_players' sets buffer shapes"):
+        env.set_params(CROWD.make_params(num_players=3))
+    env.set_params(CROWD.make_params(bonus=0.5))
+    assert play(env, [1, 0, 0, 1]) == [1.5, 0.5, 0.5, 1.5]
