@@ -332,12 +332,7 @@ def eval_command(
         from fasttrain.rundir import write_atomic
         from fasttrain.runner import json_safe
 
-        def safe(value):  # NaN and inf as null, nested results too
-            if isinstance(value, dict):
-                return {k: safe(v) for k, v in value.items()}
-            return json_safe(value)
-
-        rows = [safe(r.as_dict()) for r in results]
+        rows = [json_safe(r.as_dict()) for r in results]
         payload = {"game": game, "params": params, "results": rows}
         write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
 

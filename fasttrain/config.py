@@ -33,7 +33,7 @@ from fasttrain import games
 from fasttrain.curriculum import METRICS, Stage, stage_params
 from fasttrain.device import AMP_MODES, DEVICES
 from fasttrain.errors import ConfigError
-from fasttrain.kernels.env import buffer_layout
+from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
 from fasttrain.models import MODEL_KINDS
 from fasttrain.presets import GAME_DEFAULTS, preset
@@ -429,10 +429,6 @@ def check_curriculum(config: Config) -> None:
     spec = games.get(game)
     base = config.game_params()
     valid = [f.name for f in dataclasses.fields(spec.params_cls)]
-
-    def shapes(params):
-        return buffer_layout(spec, params), spec.agents(params)
-
     previous = None
     for k, stage in enumerate(config.curriculum, start=1):
         where = f"curriculum stage {k}"
@@ -445,17 +441,9 @@ def check_curriculum(config: Config) -> None:
             params = stage_params(spec, base, stage)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {str(exc).splitlines()[0]}") from None
-        if shapes(params) != shapes(base):
-            changed = [n for n in stage.params if getattr(params, n) != getattr(base, n)]
-            culprits = []
-            for name in changed:  # the param that alone changes a shape (or all changed ones)
-                try:
-                    alone = dataclasses.replace(base, **{name: getattr(params, name)})
-                except (TypeError, ValueError):
-                    continue
-                if shapes(alone) != shapes(base):
-                    culprits.append(name)
-            names = ", ".join(repr(n) for n in culprits or changed)
+        culprits = shape_params(spec, base, params)
+        if culprits:
+            names = ", ".join(repr(n) for n in culprits)
             raise ConfigError(
                 f"{where}: game {game!r} parameter {names} sets buffer shapes and cannot change "
                 f"between stages; set it in [game.{game}] for the whole run"

@@ -15,7 +15,6 @@ or more (weighted by their counts), so it may cover a few more episodes than ask
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -47,21 +46,10 @@ class Stage:
     """agent steps spent in the stage before it can be promoted"""
 
 
-def typed_params(spec, params):
-    """``params`` with ints in float fields as floats: kernels see one type in every stage
-    (a launcher argument that changes type between stages would compile again)."""
-    defaults = spec.params_cls()
-    changes = {
-        name: float(value)
-        for name, value in vars(params).items()
-        if isinstance(getattr(defaults, name), float) and type(value) is not float
-    }
-    return dataclasses.replace(params, **changes) if changes else params
-
-
 def stage_params(spec, base, stage: Stage):
-    """The params of ``stage``: ``base`` (the [game.<name>] params) with its overrides."""
-    return typed_params(spec, spec.make_params(**{**vars(base), **stage.params}))
+    """The params of ``stage``: ``base`` (the [game.<name>] params) with its overrides
+    (``make_params`` gives every value its field's type, so no stage compiles again)."""
+    return spec.make_params(**{**vars(base), **stage.params})
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,11 @@ def finite_weights(state: dict) -> bool:
 
 
 def json_safe(value):
-    """NaN and inf as null, so summary.json stays valid JSON."""
+    """NaN and inf as null (in nested dicts and lists too), so JSON files stay valid."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
     return value if not isinstance(value, float) or math.isfinite(value) else None
 
 

@@ -84,6 +84,27 @@ def buffer_layout(spec: GameSpec, params) -> dict:
     return shapes
 
 
+def shape_params(spec: GameSpec, old, new) -> list[str]:
+    """Names of the params that make ``new`` change a buffer's shape (or the agents) from
+    ``old``: each one that does so alone, else every changed one; ``[]`` when none does."""
+
+    def shapes(params):
+        return buffer_layout(spec, params), spec.agents(params)
+
+    if shapes(new) == shapes(old):
+        return []
+    changed = [name for name, value in vars(old).items() if getattr(new, name) != value]
+    culprits = []
+    for name in changed:
+        try:
+            alone = dataclasses.replace(old, **{name: getattr(new, name)})
+        except (TypeError, ValueError):  # invalid on its own: only the combination is valid
+            continue
+        if shapes(alone) != shapes(old):
+            culprits.append(name)
+    return culprits or changed
+
+
 def _leading(spec: GameSpec, params, num_envs: int) -> dict:
     rows = num_envs * spec.agents(params)
     return {name: rows if name in PER_AGENT else num_envs for name in buffer_layout(spec, params)}
@@ -237,15 +258,13 @@ class KernelEnv:
         before (``step_args``) hold the old values: pass them through ``refresh_args``."""
         if not isinstance(params, self.spec.params_cls):
             raise TypeError(f"params must be a {self.spec.params_cls.__name__}")
-        base = buffer_layout(self.spec, self.params), self.spec.agents(self.params)
-        old, new = vars(self.params), vars(params)
-        for name in [k for k in old if old[k] != new[k]]:
-            one = dataclasses.replace(self.params, **{name: new[name]})
-            if (buffer_layout(self.spec, one), self.spec.agents(one)) != base:
-                raise ValueError(
-                    f"game {self.spec.name!r} parameter {name!r} sets buffer shapes and cannot "
-                    "change after the environments are made"
-                )
+        culprits = shape_params(self.spec, self.params, params)
+        if culprits:
+            names = ", ".join(repr(name) for name in culprits)
+            raise ValueError(
+                f"game {self.spec.name!r} parameter {names} sets buffer shapes and cannot "
+                "change after the environments are made"
+            )
         self.params = params
         self._values = {**self.spec.param_values(params), "num_actions": self.spec.num_actions}
         self._step_args = self.refresh_args(self._step_args)

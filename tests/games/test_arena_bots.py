@@ -4,10 +4,6 @@ they choose their moves after the agents have moved, inside the same step."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -33,6 +29,7 @@ from tests.games.test_arena import (
     tiles,
     window,
 )
+from tests.simulator import run_on_simulator
 
 S0, S1, S2, S3 = SNAKE, SNAKE + 1, SNAKE + 2, SNAKE + 3
 AGENT_AWAY = [(7, 7)]  # one agent, out of every bot's sight here; it plays LEFT to (7, 6)
@@ -585,15 +582,7 @@ print("SIMULATOR OK")
 
 
 def test_bots_on_the_cuda_simulator_match_cpu(tmp_path):
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", SIM_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    result = run_on_simulator(SIM_SCRIPT, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "SIMULATOR OK" in result.stdout
 
@@ -623,3 +612,12 @@ def test_render_draws_bot_heads_in_upper_case():
     env = bots(max_bots=1)
     place(env, [[(4, 3), (4, 4)], [(6, 6), (6, 7)]])
     assert env.render(0).splitlines()[6] == "##....bB##"
+
+
+def test_the_bots_read_the_maps_tile_codes():
+    """arena_bots keeps its own copy of the tile codes (arena imports it, not the reverse)."""
+    from fasttrain.games import arena, arena_bots
+
+    copies = (arena_bots._WALL, arena_bots._FOOD, arena_bots._CORPSE, arena_bots._SNAKE)
+    assert copies == (arena.WALL, arena.FOOD, arena.CORPSE, arena.SNAKE)
+    assert arena.SPEC.choices["bot_policy"] == arena_bots.BOT_POLICIES

@@ -10,9 +10,6 @@ only ``reset_agent`` into ``respawns``, so a test can tell which one the runtime
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import numpy as np
 import pytest
 
 from fasttrain.kernels import Field, GameSpec, KernelEnv, assert_backends_agree, rand_int
+from tests.simulator import run_on_simulator
 
 
 @dataclass(frozen=True)
@@ -262,6 +260,7 @@ import numpy as np
 
 from fasttrain.kernels import KernelEnv, assert_backends_agree
 
+sys.path.insert(0, sys.argv[2])  # the repository root: the test module imports tests.*
 module_spec = importlib.util.spec_from_file_location("agent_games", sys.argv[1])
 games = importlib.util.module_from_spec(module_spec)
 sys.modules["agent_games"] = games
@@ -279,15 +278,8 @@ print("SIMULATOR OK")
 
 
 def test_cuda_on_the_simulator_matches_cpu_bit_for_bit(tmp_path):
-    environ = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", SIM_SCRIPT, str(Path(__file__).resolve())],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    here = Path(__file__).resolve()
+    result = run_on_simulator(SIM_SCRIPT, str(here), str(here.parents[2]), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "SIMULATOR OK" in result.stdout
 

@@ -1,13 +1,11 @@
 """The cuda backend: simulator parity with the CPU in CI; real-GPU checks marked `gpu`."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fasttrain import games
+from tests.simulator import run_on_simulator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,27 +91,15 @@ print("SIMULATOR OK")
 """
 
 
-def _run_on_simulator(script, *argv, cwd):
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    return subprocess.run(
-        [sys.executable, "-c", script, *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
-
-
 @pytest.mark.parametrize("game", games.names())
 def test_cuda_backend_on_the_simulator_matches_cpu_bit_for_bit(game, tmp_path):
-    result = _run_on_simulator(SIM_SCRIPT, game, cwd=tmp_path)
+    result = run_on_simulator(SIM_SCRIPT, game, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "SIMULATOR OK" in result.stdout
 
 
 def test_gae_on_the_simulator_matches_the_python_reference_bit_for_bit(tmp_path):
-    result = _run_on_simulator(GAE_SCRIPT, cwd=tmp_path)
+    result = run_on_simulator(GAE_SCRIPT, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "SIMULATOR OK" in result.stdout
 
