@@ -208,6 +208,7 @@ def play(game, policy, checkpoint, steps, fps, seed):
     # with several agents the frame shows the whole world; the status follows agent 0
     who = "" if env.num_agents == 1 else f"agent 0 of {env.num_agents}  "
     total, episode, lives = 0.0, 1, 0
+    episode_starts = None
     for step in range(steps + 1):
         frame = env.render(0)
         status = f"{game}  {who}episode {episode}  step {step}  return {total:+.2f}"
@@ -223,9 +224,12 @@ def play(game, policy, checkpoint, steps, fps, seed):
             break
         if act is None:
             actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
+        elif getattr(act, "is_recurrent", False):  # its memory restarts with each episode
+            actions = act(env.obs, episode_starts)
         else:
             actions = act(env.obs)
         _, reward, terminated, truncated = env.step(actions)
+        episode_starts = terminated | truncated
         lives += int((terminated | truncated).sum())
         total += float(reward[0])
         if bool(terminated[0] | truncated[0]):

@@ -35,7 +35,7 @@ from fasttrain.device import AMP_MODES, DEVICES
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
-from fasttrain.models import MODEL_KINDS
+from fasttrain.models import CORES, MODEL_KINDS
 from fasttrain.presets import GAME_DEFAULTS, preset
 
 __all__ = ["GAME_DEFAULTS", "Config", "ConfigError", "build", "from_dict", "load", "to_toml"]
@@ -87,6 +87,11 @@ class ModelConfig:
     """channels of each cnn convolution"""
     activation: str = "tanh"
     """tanh | relu: mlp activation"""
+    core: str = "none"
+    """none | lstm | gru: a recurrent core between the torso and the heads (PPO only; sequences
+    of ppo.bptt_horizon steps in the update)"""
+    core_size: int = 128
+    """width of the recurrent core's state (h; an LSTM also keeps c of this width)"""
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,7 @@ CHOICES = {
     ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
     ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),
+    ("model", "core"): CORES,
     ("dqn", "loss"): ("huber", "mse"),
 }
 
@@ -626,6 +632,18 @@ def validate(config: Config) -> None:
         )
     if config.model.hidden < 1 or config.model.layers < 1 or config.model.channels < 1:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
+    if config.model.core_size < 1:
+        raise ConfigError(f"model.core_size must be >= 1, got {config.model.core_size}")
+    learner = LEARNERS[config.run.algo]
+    if config.model.core != "none":
+        if learner.check_model is None:
+            recurrent = [n for n, x in LEARNERS.items() if x.check_model is not None]
+            raise ConfigError(
+                f"model.core = {config.model.core!r} needs a learner with recurrent policies "
+                f"({', '.join(recurrent)}), not run.algo = {config.run.algo!r}; "
+                "set model.core = 'none'"
+            )
+        learner.check_model(config.learner(), config.model, config.run.algo)
     if config.log.interval_s <= 0:
         raise ConfigError("log.interval_s must be > 0")
     check_curriculum(config)

@@ -49,7 +49,8 @@ def evaluate(
 ) -> EvalResult:
     """Play ``num_envs`` fresh environments (seeded with ``seed``) until ``episodes`` episodes
     (agent lives) have ended, choosing actions with ``act(obs) -> actions`` or, with
-    ``act=None``, uniformly at random. Episodes are counted in the order they end (row order
+    ``act=None``, uniformly at random. An ``act`` with ``is_recurrent`` true (a recurrent
+    ``PolicyActor``) is called ``act(obs, episode_starts)`` and starts fresh. Episodes are counted in the order they end (row order
     within a step), so a seed gives the same result every time. Stops after ``max_steps``
     vectorised steps with whatever has ended (``episodes`` says how many)."""
     env = fasttrain.make(game, num_envs=num_envs, backend="cpu", seed=seed, **params)
@@ -58,15 +59,22 @@ def evaluate(
     previous = {k: v.copy() for k, v in sums.items()}
     ended: dict[str, list] = {k: [] for k in sums}
     start, steps = time.perf_counter(), 0
+    stateful = getattr(act, "is_recurrent", False)  # it takes the rows whose episodes start
+    if stateful:
+        act.reset()
+    episode_starts = None
     with torch.inference_mode():
         while len(ended["return"]) < episodes and steps < max_steps:
             if act is None:
                 actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
+            elif stateful:
+                actions = act(env.obs, episode_starts)
             else:
                 actions = act(env.obs)
             env.step(actions)
             steps += 1
-            rows = np.flatnonzero((env.terminated | env.truncated).numpy())
+            episode_starts = env.terminated | env.truncated
+            rows = np.flatnonzero(episode_starts.numpy())
             for key, total in sums.items():  # the ended episode's value: what its row just added
                 ended[key].extend((total[rows] - previous[key][rows]).tolist())
                 previous[key][rows] = total[rows]

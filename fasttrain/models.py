@@ -1,9 +1,10 @@
 """Actor-critic and Q-networks on an MLP (vectors) or a small CNN (grids), orthogonal init.
 
-Policies share one interface, ready for memory: ``initial_state(n)`` gives the state of ``n``
-fresh rows and ``forward(obs, state, episode_starts)`` returns ``(logits, values, state)``.
-Feed-forward policies carry ``None`` as their state; a recurrent core zeroes a row's state
-exactly where ``episode_starts`` is true.
+Policies share one interface: ``initial_state(n)`` gives the state of ``n`` fresh rows and
+``forward(obs, state, episode_starts)`` returns ``(logits, values, state)``. Feed-forward policies
+carry ``None`` as their state. A recurrent core (``[model] core = "lstm" | "gru"``) sits between
+the torso and the heads; its state is one float tensor per row (an LSTM's ``h`` and ``c`` side by
+side) and is zeroed exactly where ``episode_starts`` is true, before the step that reads it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 MODEL_KINDS = ("auto", "mlp", "cnn")
+CORES = ("none", "lstm", "gru")
 
 
 def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
@@ -66,8 +68,116 @@ class ActorCritic(nn.Module):
         hidden = self.features(obs)
         return self.actor(hidden), self.critic(hidden).squeeze(-1), state
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
+    def value(self, obs: torch.Tensor, state=None) -> torch.Tensor:
+        """Values ``(B,)`` of ``obs`` (seen from ``state``, for a recurrent policy)."""
         return self.critic(self.features(obs)).squeeze(-1)
+
+
+class RecurrentActorCritic(ActorCritic):
+    """Torso, then an LSTM or GRU cell, then the policy and value heads.
+
+    The state of a row is a ``(state_size,)`` float32 tensor: ``[h, c]`` for an LSTM, ``h`` for
+    a GRU. ``forward`` is one step for every row; ``unroll`` replays whole sequences for the
+    update with the same cell, so it recomputes the rollout's outputs exactly.
+    """
+
+    is_recurrent = True
+
+    def __init__(
+        self,
+        torso: nn.Module,
+        torso_dim: int,
+        num_actions: int,
+        encoder: ObsEncoder,
+        core: str,
+        core_size: int,
+    ):
+        super().__init__(torso, core_size, num_actions, encoder)
+        if core not in ("lstm", "gru"):
+            raise ValueError(f"unknown model.core {core!r}; valid: {', '.join(CORES)}")
+        self.core_kind = core
+        self.core_size = core_size
+        self.core = (nn.LSTMCell if core == "lstm" else nn.GRUCell)(torso_dim, core_size)
+        for name, param in self.core.named_parameters():  # CleanRL's LSTM initialisation
+            if "bias" in name:
+                nn.init.constant_(param, 0.0)
+            else:
+                nn.init.orthogonal_(param, 1.0)
+        self.state_size = (2 if core == "lstm" else 1) * core_size
+
+    def initial_state(self, num_rows: int, device=None) -> torch.Tensor:
+        """Zeros ``(num_rows, state_size)``: the state of rows whose episodes just started."""
+        device = device if device is not None else self.actor.weight.device
+        return torch.zeros((num_rows, self.state_size), device=device)
+
+    def _inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """The input half of the gates, ``x @ W_ih^T`` plus the biases (an LSTM's two biases
+        both; a GRU's hidden bias stays inside its reset gate), for any number of steps at
+        once."""
+        c = self.core
+        bias = c.bias_ih + c.bias_hh if self.core_kind == "lstm" else c.bias_ih
+        return torch.addmm(bias, x.float(), c.weight_ih.t())
+
+    def _step(self, gx: torch.Tensor, h: torch.Tensor, cell):
+        """One core step from the input gates ``gx``: the next ``(h, cell)`` (cell None for a
+        GRU). The same arithmetic as ``nn.LSTMCell`` / ``nn.GRUCell``."""
+        c, n = self.core, self.core_size
+        if self.core_kind == "lstm":
+            gates = torch.addmm(gx, h, c.weight_hh.t())
+            i, f, g, o = gates.split(n, dim=1)
+            cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(cell), cell
+        gh = torch.addmm(c.bias_hh, h, c.weight_hh.t())
+        rz = torch.sigmoid(gx[:, : 2 * n] + gh[:, : 2 * n])
+        r, z = rz.split(n, dim=1)
+        new = torch.tanh(gx[:, 2 * n :] + r * gh[:, 2 * n :])
+        return new + z * (h - new), None
+
+    def _split(self, state: torch.Tensor):
+        """``(h, cell)`` views of a state (cell None for a GRU)."""
+        if self.core_kind == "lstm":
+            return state[:, : self.core_size], state[:, self.core_size :]
+        return state, None
+
+    def _join(self, h: torch.Tensor, cell) -> torch.Tensor:
+        return h if cell is None else torch.cat((h, cell), dim=1)
+
+    def forward(self, obs: torch.Tensor, state=None, episode_starts=None):
+        """One step: logits ``(B, num_actions)``, values ``(B,)`` and the next state. A
+        ``None`` state is a fresh one; rows where ``episode_starts`` is true restart."""
+        if state is None:
+            state = self.initial_state(obs.shape[0], obs.device)
+        if episode_starts is not None:
+            state = state.masked_fill(episode_starts[:, None], 0.0)
+        h, cell = self._step(self._inputs(self.features(obs)), *self._split(state))
+        return self.actor(h), self.critic(h).squeeze(-1), self._join(h, cell)
+
+    def unroll(self, obs: torch.Tensor, state: torch.Tensor, episode_starts: torch.Tensor):
+        """Replay ``M`` sequences of ``H`` steps: ``obs (H, M, ...)`` from initial states
+        ``(M, state_size)``, restarting rows where ``episode_starts (H, M)`` is true. Returns
+        logits ``(H, M, num_actions)`` and values ``(H, M)``. The input gates of every step
+        come from one matrix product; only the recurrence runs step by step."""
+        steps, rows = episode_starts.shape
+        gx = self._inputs(self.features(obs.reshape(steps * rows, *obs.shape[2:])))
+        # unbind, not gx[t]: one backward for all steps (indexing's would zero-fill each)
+        inputs = gx.reshape(steps, rows, -1).unbind(0)
+        keep = (~episode_starts)[..., None].to(gx.dtype).unbind(0)  # 0 where a row restarts
+        h, cell = self._split(state)
+        outputs = []
+        for t in range(steps):
+            h = h * keep[t]
+            cell = None if cell is None else cell * keep[t]
+            h, cell = self._step(inputs[t], h, cell)
+            outputs.append(h)
+        hidden = torch.stack(outputs)
+        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+
+    def value(self, obs: torch.Tensor, state=None) -> torch.Tensor:
+        """Values of ``obs`` seen from ``state`` (not restarted: the step continues it)."""
+        if state is None:
+            state = self.initial_state(obs.shape[0], obs.device)
+        h, _ = self._step(self._inputs(self.features(obs)), *self._split(state))
+        return self.critic(h).squeeze(-1)
 
 
 class QNetwork(nn.Module):
@@ -146,10 +256,17 @@ def make_torso(obs_shape, model, device="cpu", categories: int = 0) -> nn.Module
 def make_policy(
     obs_shape, obs_dtype, num_actions: int, model, device="cpu", obs_categories: int = 0
 ) -> ActorCritic:
-    """The actor-critic of the ``[model]`` config (see ``make_torso``)."""
+    """The actor-critic of the ``[model]`` config (see ``make_torso``), with the recurrent core
+    ``model.core`` between the torso and the heads unless it is ``"none"``."""
     encoder = _encoder(obs_shape, obs_dtype, model, device, obs_categories)
     torso = make_torso(obs_shape, model, device, obs_categories)
-    return ActorCritic(torso, model.hidden, num_actions, encoder).to(device)
+    core = getattr(model, "core", "none")
+    if core == "none":
+        return ActorCritic(torso, model.hidden, num_actions, encoder).to(device)
+    policy = RecurrentActorCritic(
+        torso, model.hidden, num_actions, encoder, core, model.core_size
+    )
+    return policy.to(device)
 
 
 def make_q_network(

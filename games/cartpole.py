@@ -2,7 +2,9 @@
 
 Observation: float32, shape ``(4,)``: ``[x, x_dot, theta, theta_dot]`` (cart position in m, cart
     velocity, pole angle in radians from upright, pole angular velocity), the float64 state
-    rounded to float32 exactly as Gymnasium does.
+    rounded to float32 exactly as Gymnasium does. With ``observe_velocity = false`` the two
+    velocities read 0 (positions only): a partially observed CartPole that needs memory
+    (a recurrent core, ``[model] core``) to infer how the cart and pole move.
 Actions: 0 push the cart left (force ``-force_mag``), 1 push it right (``+force_mag``).
 Dynamics: Gymnasium's ``CartPoleEnv.step`` with ``kinematics_integrator="euler"``: accelerations
     from the current state, then every variable advanced by ``tau`` with its *old* derivative
@@ -54,6 +56,8 @@ class CartPoleParams:
     """terminate when |theta| exceeds this (rad; 12 degrees)"""
     max_episode_steps: int = 500
     """truncate episodes at this many steps (0: no limit)"""
+    observe_velocity: bool = True
+    """observe x_dot and theta_dot (false: they read 0, so a policy needs memory)"""
 
     def __post_init__(self):
         if self.masscart <= 0 or self.masspole <= 0 or self.length <= 0 or self.tau <= 0:
@@ -97,18 +101,19 @@ def failed(x, theta, x_threshold, theta_threshold):
     )
 
 
-def write_obs(i, obs, x, x_dot, theta, theta_dot):
-    """Round env i's float64 state into its float32 observation row."""
+def write_obs(i, obs, x, x_dot, theta, theta_dot, observe_velocity):
+    """Round env i's float64 state into its float32 observation row (velocities 0 when they
+    are not observed)."""
     obs[i, 0] = x[i]
-    obs[i, 1] = x_dot[i]
+    obs[i, 1] = x_dot[i] if observe_velocity else 0.0
     obs[i, 2] = theta[i]
-    obs[i, 3] = theta_dot[i]
+    obs[i, 3] = theta_dot[i] if observe_velocity else 0.0
 
 
 # ------------------------------------------------------------------------------- reset, step
 
 
-def reset_one(i, obs, rng, x, x_dot, theta, theta_dot, steps):
+def reset_one(i, obs, rng, x, x_dot, theta, theta_dot, steps, observe_velocity):
     """Start a new episode in env i: every state variable uniform in [-0.05, 0.05)."""
     span = 2.0 * RESET_BOUND
     x[i] = -RESET_BOUND + span * rand_float(rng, i)
@@ -116,7 +121,7 @@ def reset_one(i, obs, rng, x, x_dot, theta, theta_dot, steps):
     theta[i] = -RESET_BOUND + span * rand_float(rng, i)
     theta_dot[i] = -RESET_BOUND + span * rand_float(rng, i)
     steps[i] = 0
-    write_obs(i, obs, x, x_dot, theta, theta_dot)
+    write_obs(i, obs, x, x_dot, theta, theta_dot, observe_velocity)
 
 
 # one line per argument group: env index and I/O buffers, state arrays, params
@@ -124,7 +129,7 @@ def step_one(
     i, actions, obs, rewards, terminated, truncated, score,
     x, x_dot, theta, theta_dot, steps,
     gravity, masscart, masspole, length, force_mag, tau, x_threshold, theta_threshold,
-    max_episode_steps,
+    max_episode_steps, observe_velocity,
 ):  # fmt: skip
     """Advance env i by one Euler step of ``tau`` seconds."""
     force = force_mag if actions[i] == RIGHT else -force_mag
@@ -144,7 +149,7 @@ def step_one(
     rewards[i] = 1.0
     terminated[i] = dead
     truncated[i] = (not dead) and 0 < max_episode_steps <= steps[i]
-    write_obs(i, obs, x, x_dot, theta, theta_dot)
+    write_obs(i, obs, x, x_dot, theta, theta_dot, observe_velocity)
 
 
 # ------------------------------------------------------------------------------- render
@@ -152,8 +157,9 @@ def step_one(
 
 def obs_bounds(params) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) of the observation, float32: Gymnasium's bounds (twice each threshold)."""
+    velocity = np.inf if params.observe_velocity else 0.0
     high = np.array(
-        [params.x_threshold * 2, np.inf, params.theta_threshold * 2, np.inf], dtype=np.float32
+        [params.x_threshold * 2, velocity, params.theta_threshold * 2, velocity], dtype=np.float32
     )
     return -high, high
 

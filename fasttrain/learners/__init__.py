@@ -30,6 +30,9 @@ class Learner:
     """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0,
     greedy=True, seed=0) -> act(obs) -> actions``: the agent of a checkpoint (its most likely
     action, or a seeded sample where the learner has a policy), for ``play`` and ``eval``"""
+    check_model: Callable | None = None
+    """``check_model(section, model, where)``: raise ``ConfigError`` with one line where the
+    ``[model]`` (a recurrent core) does not fit the section; ``None``: feed-forward models only"""
     ceiling: Callable | None = None
     """``ceiling(trainer) -> samples/s`` of the update alone, for ``fasttrain bench``"""
     bench: dict = field(default_factory=dict)
@@ -65,7 +68,8 @@ register(
         ppo.validate,
         ppo.Trainer,
         ppo.actor,
-        ppo.ceiling,
+        check_model=ppo.check_model,
+        ceiling=ppo.ceiling,
         smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
     )
 )

@@ -68,11 +68,21 @@ class PPOConfig:
     """gradient norm clipping"""
     target_kl: float = 0.0
     """stop an update early when the approximate KL exceeds this (0: never)"""
+    bptt_horizon: int = 16
+    """steps per sequence a recurrent policy (model.core) replays in the update, from the
+    state stored at its first step; divides num_steps"""
 
 
 def validate(ppo: PPOConfig, where: str = "ppo") -> None:
     """Ranges and sizes of a PPO config; raise ConfigError with one line."""
-    positive = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+    positive = (
+        "total_timesteps",
+        "num_envs",
+        "num_steps",
+        "num_minibatches",
+        "update_epochs",
+        "bptt_horizon",
+    )
     for key in positive:
         if getattr(ppo, key) < 1:
             raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(ppo, key)}")
@@ -94,6 +104,25 @@ def validate(ppo: PPOConfig, where: str = "ppo") -> None:
         if getattr(ppo, key) < 0:
             raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
     check_optimizer(ppo.optimizer, where)
+
+
+def check_model(ppo: PPOConfig, model, where: str = "ppo") -> None:
+    """A recurrent core's sizes against the rollout: whole sequences of ``bptt_horizon`` steps
+    per rollout, split evenly into minibatches."""
+    if model.core == "none":
+        return
+    if ppo.num_steps % ppo.bptt_horizon:
+        raise ConfigError(
+            f"{where}.num_steps = {ppo.num_steps} does not split into sequences of "
+            f"{where}.bptt_horizon = {ppo.bptt_horizon} steps (model.core = {model.core!r}); "
+            "make bptt_horizon divide num_steps"
+        )
+    sequences = ppo.num_steps // ppo.bptt_horizon * ppo.num_envs
+    if sequences % ppo.num_minibatches:
+        raise ConfigError(
+            f"{where}: {sequences} sequences per rollout (num_envs * num_steps / bptt_horizon) "
+            f"do not split into {where}.num_minibatches = {ppo.num_minibatches} equal minibatches"
+        )
 
 
 # ------------------------------------------------------------------------------- SETUP
@@ -122,8 +151,11 @@ class Trainer(TrainerBase):
 
         # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
         T, N, dev = args.num_steps, self.rows, self.device
+        self.recurrent = self.policy.is_recurrent
+        state_size = self.policy.state_size if self.recurrent else 0
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        check_memory((2 * T + 1) * N * obs_bytes + T * N * 36, "PPO rollout storage", dev)
+        rollout_bytes = (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
+        check_memory(rollout_bytes, "PPO rollout storage", dev)
         self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
         self.final_obs = torch.zeros((T, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
         self.actions = torch.zeros((T, N), dtype=torch.int64, device=dev)
@@ -138,7 +170,14 @@ class Trainer(TrainerBase):
         # episode_starts[t]: obs[t] is the first of an episode, so a recurrent state restarts
         self.episode_starts = torch.ones((T + 1, N), dtype=torch.bool, device=dev)
         self.last_values = torch.zeros(N, device=dev)
-        self.policy_state = self.policy.initial_state(N)  # None for feed-forward policies
+        # a recurrent policy's state entering each step: states[t] goes into step t (restarted
+        # inside the policy where episode_starts[t]); states[0] carries over between rollouts
+        self.states = None
+        if self.recurrent:
+            self.states = torch.zeros((T + 1, N, state_size), device=dev)
+            self.horizon = args.bptt_horizon
+            self.sequences = T // self.horizon * N
+            self.sequences_per_minibatch = self.sequences // args.num_minibatches
         self.obs[0].copy_(env.obs)
         # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
         self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
@@ -170,9 +209,10 @@ class Trainer(TrainerBase):
             for t in range(args.num_steps):
                 t0 = time.perf_counter()
                 # float32: a bf16 rollout forward measured ~15% slower end to end on the CPU
-                logits, value, self.policy_state = self.act_policy(
-                    self.obs[t], self.policy_state, self.episode_starts[t]
-                )
+                state = self.states[t] if self.recurrent else None
+                logits, value, state = self.act_policy(self.obs[t], state, self.episode_starts[t])
+                if self.recurrent:
+                    self.states[t + 1].copy_(state)
                 gumbel = -torch.log(
                     -torch.log(
                         torch.rand(logits.shape, generator=self.generator, device=self.device)
@@ -200,13 +240,15 @@ class Trainer(TrainerBase):
     def compute_advantages(self) -> None:
         t0 = time.perf_counter()
         with torch.inference_mode():
-            self.last_values.copy_(
-                self.act_policy(self.obs[-1], self.policy_state, self.episode_starts[-1])[1]
-            )
+            state = self.states[-1] if self.recurrent else None
+            self.last_values.copy_(self.act_policy(self.obs[-1], state, self.episode_starts[-1])[1])
             self.final_values.zero_()
             rows = self.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
             if rows[0].numel():
-                self.final_values[rows] = self.policy.value(self.final_obs[rows])
+                # a recurrent policy sees final_obs[t] from the state step t reached, before
+                # the restart the next step applies
+                state = self.states[1:][rows] if self.recurrent else None
+                self.final_values[rows] = self.policy.value(self.final_obs[rows], state)
         stream = 0
         if self.device.type == "cuda":  # launch on torch's stream, ordered with the learner
             stream = torch.cuda.current_stream(self.device).cuda_stream
@@ -216,30 +258,45 @@ class Trainer(TrainerBase):
     # --------------------------------------------------------------------------- UPDATE
 
     def minibatches(self):
-        """Index tensors into the flattened ``(num_steps * rows)`` batch, one per minibatch.
+        """Index tensors into the flattened time-major ``(num_steps * rows)`` batch, one per
+        minibatch.
 
-        Feed-forward policies draw transitions at random; recurrent ones draw whole row
-        sequences (every step of ``rows / num_minibatches`` rows, time-major), so the loss
-        can replay each sequence's memory from its start.
+        Feed-forward policies draw transitions at random: ``(minibatch_size,)`` indices. A
+        recurrent policy draws whole sequences, ``bptt_horizon`` consecutive steps of one row
+        starting at a multiple of the horizon: ``(bptt_horizon, sequences)`` indices, so the
+        loss replays each sequence from the state stored at its first step.
         """
-        args, rows = self.args, self.rows
-        if not self.policy.is_recurrent:
+        if not self.recurrent:
             order = torch.randperm(self.batch_size, generator=self.generator, device=self.device)
             for start in range(0, self.batch_size, self.minibatch_size):
                 yield order[start : start + self.minibatch_size]
             return
-        envs = torch.randperm(rows, generator=self.generator, device=self.device)
-        per_minibatch = max(1, rows // args.num_minibatches)
-        steps = torch.arange(args.num_steps, device=self.device)[:, None] * rows
-        for start in range(0, rows, per_minibatch):
-            yield (steps + envs[None, start : start + per_minibatch]).reshape(-1)
+        rows, horizon = self.rows, self.horizon
+        order = torch.randperm(self.sequences, generator=self.generator, device=self.device)
+        # sequence j = (chunk j // rows, row j % rows) starts at flat index chunk*horizon*rows+row
+        first = order // rows * (horizon * rows) + order % rows
+        steps = torch.arange(horizon, device=self.device)[:, None] * rows
+        per = self.sequences_per_minibatch
+        for start in range(0, self.sequences, per):
+            yield steps + first[None, start : start + per]
+
+    def evaluate_actions(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current policy's logits ``(B, num_actions)`` and values ``(B,)`` on minibatch
+        ``mb``, in ``mb.reshape(-1)`` order; recurrent sequences replay from stored states."""
+        if not self.recurrent:
+            logits, values, _ = self.policy(self.b_obs[mb])
+            return logits, values
+        initial = self.b_states[mb[0]]  # the state entering each sequence's first step
+        logits, values = self.policy.unroll(self.b_obs[mb], initial, self.b_starts[mb])
+        return logits.reshape(-1, logits.shape[-1]), values.reshape(-1)
 
     def loss(self, mb) -> tuple[torch.Tensor, torch.Tensor]:
         """PPO loss of minibatch ``mb`` and its stats ``[pg, v, entropy, approx_kl, clipfrac]``."""
         args = self.args
         with self.ctx.autocast():
-            logits, new_values, _ = self.policy(self.b_obs[mb])
+            logits, new_values = self.evaluate_actions(mb)
         logits, new_values = logits.float(), new_values.float()
+        mb = mb.reshape(-1)
         log_probs = F.log_softmax(logits, dim=1)
         new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
         entropy = -(log_probs.exp() * log_probs).sum(1).mean()
@@ -288,6 +345,9 @@ class Trainer(TrainerBase):
         self.b_advantages = self.advantages.reshape(-1)
         self.b_returns = self.returns.reshape(-1)
         self.b_values = self.values.reshape(-1)
+        if self.recurrent:
+            self.b_states = self.states[:-1].reshape(self.batch_size, -1)
+            self.b_starts = self.episode_starts[:-1].reshape(-1)
         totals = torch.zeros(5, device=self.device)  # pg, v, entropy, approx_kl, clipfrac
         updates = 0
         for _epoch in range(args.update_epochs):
@@ -312,26 +372,78 @@ class Trainer(TrainerBase):
         # the next rollout starts where this one ended
         self.obs[0].copy_(self.obs[-1])
         self.episode_starts[0].copy_(self.episode_starts[-1])
+        if self.recurrent:
+            self.states[0].copy_(self.states[-1])
         return losses
 
     # --------------------------------------------------------------------------- STATE
 
     def state_dict(self) -> dict:
         """Everything needed to continue bit for bit."""
-        return {
+        state = {
             **self.base_state(),
             "model": self.policy.state_dict(),
             "next_obs": self.obs[0].cpu().clone(),
             "next_episode_starts": self.episode_starts[0].cpu().clone(),
         }
+        if self.recurrent:  # the core's state of every row, where the next rollout starts
+            state["next_policy_state"] = self.states[0].cpu().clone()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.check_state(state)  # nothing changes on a mismatch
+        saved = state.get("next_policy_state")
+        if self.recurrent and (saved is None or tuple(saved.shape) != tuple(self.states[0].shape)):
+            raise ConfigError(
+                "checkpoint holds no recurrent state of this run's shape "
+                f"{tuple(self.states[0].shape)}; resume it with the [model] it was written with"
+            )
         self.load_base_state(state)
         self.policy.load_state_dict(state["model"])
+        if self.recurrent:
+            self.states[0].copy_(saved)
         self.obs[0].copy_(state["next_obs"])
         if "next_episode_starts" in state:
             self.episode_starts[0].copy_(state["next_episode_starts"])
+
+
+class PolicyActor:
+    """``act(obs, episode_starts=None) -> actions`` of a trained policy (for play and eval).
+
+    It picks the most likely action, or with ``greedy=False`` a sample of the policy (seeded).
+    A recurrent policy keeps one state per row between calls: pass ``episode_starts``, a bool
+    tensor true for the rows whose episode starts at ``obs`` (after ``terminated | truncated``),
+    so those rows forget the previous episode; the first call starts every row fresh, and
+    ``reset()`` starts them all again. Feed-forward policies ignore both.
+    """
+
+    def __init__(self, policy, greedy: bool = True, seed: int = 0):
+        self.policy = policy
+        self.greedy = greedy
+        self.is_recurrent = policy.is_recurrent
+        self.generator = torch.Generator().manual_seed(seed)
+        self.state = None
+
+    def reset(self) -> None:
+        """Start every row's next episode with a fresh state."""
+        self.state = None
+
+    def __call__(self, obs: torch.Tensor, episode_starts=None) -> torch.Tensor:
+        obs = torch.as_tensor(obs)
+        if episode_starts is not None:
+            episode_starts = torch.as_tensor(episode_starts, dtype=torch.bool).reshape(-1)
+        if self.state is not None and self.state.shape[0] != obs.shape[0]:
+            raise ValueError(
+                f"this actor holds the state of {self.state.shape[0]} rows, got {obs.shape[0]} "
+                "observations; call reset() to start over with another number of rows"
+            )
+        with torch.inference_mode():
+            logits, _, state = self.policy(obs, self.state, episode_starts)
+            self.state = state
+            if self.greedy:
+                return logits.argmax(dim=1)
+            probs = logits.float().softmax(dim=1)
+            return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
 
 
 def actor(
@@ -343,26 +455,15 @@ def actor(
     obs_categories: int = 0,
     greedy: bool = True,
     seed: int = 0,
-):
-    """An ``obs -> actions`` callable from trained weights (for play and eval): the most likely
-    action, or with ``greedy=False`` a sample of the policy (seeded with ``seed``)."""
+) -> PolicyActor:
+    """The ``PolicyActor`` of trained weights: the most likely action, or with
+    ``greedy=False`` a sample of the policy (seeded with ``seed``)."""
     policy = make_policy(
         obs_shape, obs_dtype, num_actions, config.model, obs_categories=obs_categories
     )
     policy.load_state_dict(model_state)
     policy.eval()
-    state = None
-    generator = torch.Generator().manual_seed(seed)
-
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        nonlocal state
-        with torch.inference_mode():
-            logits, _, state = policy(obs, state)
-            if greedy:
-                return logits.argmax(dim=1)
-            return torch.multinomial(logits.float().softmax(dim=1), 1, generator=generator)[:, 0]
-
-    return act
+    return PolicyActor(policy, greedy, seed)
 
 
 # ------------------------------------------------------------------------------- BENCHMARK
