@@ -50,9 +50,10 @@ def evaluate(
     """Play ``num_envs`` fresh environments (seeded with ``seed``) until ``episodes`` episodes
     (agent lives) have ended, choosing actions with ``act(obs) -> actions`` or, with
     ``act=None``, uniformly at random. An ``act`` with ``is_recurrent`` true (a recurrent
-    ``PolicyActor``) is called ``act(obs, episode_starts)`` and starts fresh. Episodes are counted in the order they end (row order
-    within a step), so a seed gives the same result every time. Stops after ``max_steps``
-    vectorised steps with whatever has ended (``episodes`` says how many)."""
+    ``PolicyActor``) is called ``act(obs, episode_starts)`` and starts fresh. Episodes are
+    counted in the order they end (row order within a step), so a seed gives the same result
+    every time. Stops after ``max_steps`` vectorised steps with whatever has ended
+    (``episodes`` says how many)."""
     env = fasttrain.make(game, num_envs=num_envs, backend="cpu", seed=seed, **params)
     generator = torch.Generator().manual_seed(seed)
     sums = {k: env.arrays[f"done_{k}"] for k in ("return", "score", "length")}

@@ -263,9 +263,7 @@ def make_policy(
     core = getattr(model, "core", "none")
     if core == "none":
         return ActorCritic(torso, model.hidden, num_actions, encoder).to(device)
-    policy = RecurrentActorCritic(
-        torso, model.hidden, num_actions, encoder, core, model.core_size
-    )
+    policy = RecurrentActorCritic(torso, model.hidden, num_actions, encoder, core, model.core_size)
     return policy.to(device)
 
 
