@@ -332,13 +332,8 @@ class Trainer(TrainerBase):
         )
         return stats
 
-    def update(self) -> dict:
-        args = self.args
-        t0 = time.perf_counter()
-        if args.anneal_lr:
-            frac = 1.0 - self.iteration / self.num_iterations
-            set_learning_rate(self.optimizer, frac * args.learning_rate)
-        # flat views of the rollout: b_ prefixes, as in CleanRL
+    def prepare_batch(self) -> None:
+        """Flat views of the rollout, ``b_`` prefixes as in CleanRL (no copies)."""
         self.b_obs = self.obs[:-1].reshape(self.batch_size, *self.env.obs_shape)
         self.b_actions = self.actions.reshape(-1)
         self.b_logprobs = self.logprobs.reshape(-1)
@@ -348,6 +343,14 @@ class Trainer(TrainerBase):
         if self.recurrent:
             self.b_states = self.states[:-1].reshape(self.batch_size, -1)
             self.b_starts = self.episode_starts[:-1].reshape(-1)
+
+    def update(self) -> dict:
+        args = self.args
+        t0 = time.perf_counter()
+        if args.anneal_lr:
+            frac = 1.0 - self.iteration / self.num_iterations
+            set_learning_rate(self.optimizer, frac * args.learning_rate)
+        self.prepare_batch()
         totals = torch.zeros(5, device=self.device)  # pg, v, entropy, approx_kl, clipfrac
         updates = 0
         for _epoch in range(args.update_epochs):
