@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fasttrain import cores
+
 MODEL_KINDS = ("auto", "mlp", "cnn")
 CORES = ("none", "lstm", "gru")
 
@@ -120,18 +122,13 @@ class RecurrentActorCritic(ActorCritic):
 
     def _step(self, gx: torch.Tensor, h: torch.Tensor, cell):
         """One core step from the input gates ``gx``: the next ``(h, cell)`` (cell None for a
-        GRU). The same arithmetic as ``nn.LSTMCell`` / ``nn.GRUCell``."""
-        c, n = self.core, self.core_size
+        GRU)."""
+        c = self.core
         if self.core_kind == "lstm":
-            gates = torch.addmm(gx, h, c.weight_hh.t())
-            i, f, g, o = gates.split(n, dim=1)
-            cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
-            return torch.sigmoid(o) * torch.tanh(cell), cell
-        gh = torch.addmm(c.bias_hh, h, c.weight_hh.t())
-        rz = torch.sigmoid(gx[:, : 2 * n] + gh[:, : 2 * n])
-        r, z = rz.split(n, dim=1)
-        new = torch.tanh(gx[:, 2 * n :] + r * gh[:, 2 * n :])
-        return new + z * (h - new), None
+            h, cell, _ = cores.lstm_step(gx, h, cell, c.weight_hh)
+            return h, cell
+        h, _ = cores.gru_step(gx, h, c.weight_hh, c.bias_hh)
+        return h, None
 
     def _split(self, state: torch.Tensor):
         """``(h, cell)`` views of a state (cell None for a GRU)."""
@@ -159,17 +156,12 @@ class RecurrentActorCritic(ActorCritic):
         come from one matrix product; only the recurrence runs step by step."""
         steps, rows = episode_starts.shape
         gx = self._inputs(self.features(obs.reshape(steps * rows, *obs.shape[2:])))
-        # unbind, not gx[t]: one backward for all steps (indexing's would zero-fill each)
-        inputs = gx.reshape(steps, rows, -1).unbind(0)
-        keep = (~episode_starts)[..., None].to(gx.dtype).unbind(0)  # 0 where a row restarts
+        keep = (~episode_starts)[..., None].float()  # 0 where a row restarts
         h, cell = self._split(state)
-        outputs = []
-        for t in range(steps):
-            h = h * keep[t]
-            cell = None if cell is None else cell * keep[t]
-            h, cell = self._step(inputs[t], h, cell)
-            outputs.append(h)
-        hidden = torch.stack(outputs)
+        # the recurrence in float32 (under bf16 autocast too: errors would compound over steps)
+        with torch.autocast(gx.device.type, enabled=False):
+            gx = gx.float().reshape(steps, rows, -1)
+            hidden = cores.replay(gx, h, cell, keep, self.core.weight_hh, self.core.bias_hh)
         return self.actor(hidden), self.critic(hidden).squeeze(-1)
 
     def value(self, obs: torch.Tensor, state=None) -> torch.Tensor:

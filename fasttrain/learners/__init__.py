@@ -80,7 +80,7 @@ register(
         dqn.validate,
         dqn.Trainer,
         dqn.actor,
-        dqn.ceiling,
+        ceiling=dqn.ceiling,
         bench={"learning_starts": 0},  # the timed iterations include updates
         smoke={
             "num_envs": 8,

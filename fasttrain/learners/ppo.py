@@ -435,6 +435,11 @@ class PolicyActor:
         obs = torch.as_tensor(obs)
         if episode_starts is not None:
             episode_starts = torch.as_tensor(episode_starts, dtype=torch.bool).reshape(-1)
+            if episode_starts.shape[0] != obs.shape[0]:
+                raise ValueError(
+                    f"episode_starts has {episode_starts.shape[0]} entries for "
+                    f"{obs.shape[0]} rows of observations; pass one per row"
+                )
         if self.state is not None and self.state.shape[0] != obs.shape[0]:
             raise ValueError(
                 f"this actor holds the state of {self.state.shape[0]} rows, got {obs.shape[0]} "
