@@ -125,10 +125,8 @@ class RecurrentActorCritic(ActorCritic):
         GRU)."""
         c = self.core
         if self.core_kind == "lstm":
-            h, cell, _ = cores.lstm_step(gx, h, cell, c.weight_hh)
-            return h, cell
-        h, _ = cores.gru_step(gx, h, c.weight_hh, c.bias_hh)
-        return h, None
+            return cores.lstm_step(gx, h, cell, c.weight_hh)
+        return cores.gru_step(gx, h, c.weight_hh, c.bias_hh), None
 
     def _split(self, state: torch.Tensor):
         """``(h, cell)`` views of a state (cell None for a GRU)."""

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fasttrain import checkpoint, cores
+from fasttrain import checkpoint
 from fasttrain import config as cfg
 from fasttrain.learners.ppo import Trainer
 from fasttrain.models import make_policy
@@ -108,45 +108,6 @@ def test_policy_restarts_exactly_at_episode_starts(core):
         moved, _ = policy.unroll(obs, initial, later)
     assert not torch.allclose(moved[3, 0], replay[3, 0], atol=1e-4)
     assert torch.equal(moved[:3], replay[:3]) and torch.equal(moved[:, 1:3], replay[:, 1:3])
-
-
-@pytest.mark.parametrize("core", CORES)
-def test_replay_gradients_equal_autograd_through_the_steps(core):
-    """The hand-written backward of ``cores.replay`` equals autograd run through the same
-    steps (float64), restarts inside the sequences included."""
-    generator = torch.Generator().manual_seed(3)
-    steps, rows, n = 5, 7, 6
-    width = (4 if core == "lstm" else 3) * n
-
-    def rand(*shape):
-        return torch.randn(*shape, generator=generator, dtype=torch.float64)
-
-    gx, w_hh, b_hh = (rand(steps, rows, width), rand(width, n), rand(width))
-    for x in (gx, w_hh, b_hh):
-        x.requires_grad_(True)
-    h0, c0 = rand(rows, n), (rand(rows, n) if core == "lstm" else None)
-    keep = (torch.rand(steps, rows, 1, generator=generator) > 0.3).double()
-    assert (keep[1:] == 0).any()  # restarts inside the sequences
-    bias = b_hh if core == "gru" else None
-    weights = [gx, w_hh] + ([b_hh] if core == "gru" else [])
-
-    out = cores.replay(gx, h0, c0, keep, w_hh, bias)
-    probe = rand(*out.shape)
-    grads = torch.autograd.grad((out * probe).sum(), weights)
-
-    h, c, outputs = h0, c0, []
-    for t in range(steps):
-        h = h * keep[t]
-        if core == "lstm":
-            h, c, _ = cores.lstm_step(gx[t], h, c * keep[t], w_hh)
-        else:
-            h, _ = cores.gru_step(gx[t], h, w_hh, b_hh)
-        outputs.append(h)
-    want = torch.stack(outputs)
-    assert torch.equal(out, want)  # the forward is the same arithmetic
-    want_grads = torch.autograd.grad((want * probe).sum(), weights)
-    for got, ref in zip(grads, want_grads, strict=True):
-        assert torch.allclose(got, ref, rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------------------------------- the rollout
