@@ -12,7 +12,10 @@ JSON). Rows, by ``kind``:
   replaces. Every fasttrain row shows its speedup over this row of the same game.
 - ``train`` and ``ceiling``: SPS with the default config and the learner-only ceiling of every
   learner in ``fasttrain.learners.LEARNERS``, from ``fasttrain.bench.training.benchmark_training``
-  (``algo`` in the JSON; skipped with a note when it fails).
+  (``algo`` in the JSON; skipped with a note when it fails). Each ``--core`` adds a PPO row
+  and its ceiling with the default config and that recurrent ``model.core`` (``ppo+lstm`` in the
+  note and the skip notes, ``core`` in the JSON; every training row has one, ``none`` for
+  feed-forward); a default config that does not fit the core is skipped with its reason.
 - ``peer``: Gymnasium's CartPole sync vector env and Stable-Baselines3 PPO on CartPole, when
   installed.
 
@@ -41,7 +44,7 @@ import time
 
 import click
 
-from fasttrain.bench.plan import make_plan, parse_num_envs
+from fasttrain.bench.plan import RECURRENT_CORES, make_plan, parse_num_envs
 from fasttrain.bench.report import machine_info, report
 from fasttrain.bench.stages import run_stages, time_repeats
 
@@ -123,6 +126,14 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
     type=click.IntRange(min=1),
     default=None,
     help="num_envs for the training rows instead of the game's default config.",
+)
+@click.option(
+    "--core",
+    "cores",
+    multiple=True,
+    type=click.Choice(RECURRENT_CORES),
+    help="Also measure PPO training with this recurrent core (model.core), beside the "
+    "feed-forward rows (repeatable).",
 )
 @click.option(
     "--targets/--no-targets",

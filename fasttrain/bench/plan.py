@@ -56,6 +56,9 @@ QUICK = dict(
 # mean return on Gymnasium's CartPole-v1.
 TARGETS = {"cartpole": ("return", (475.0,)), "snake": ("score", (10.0, 20.0))}
 SB3_TARGET_GAME = "cartpole"
+# model.core values --core takes: fasttrain.models.CORES without "none" (kept here so the CLI
+# does not import torch to list its options).
+RECURRENT_CORES = ("lstm", "gru")
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class Plan:
     train_iterations: int  # iterations per benchmark_training call
     train_repeats: int  # benchmark_training calls per training row
     train_num_envs: int | None  # None: the game's default config
+    cores: tuple[str, ...]  # model.core of the extra PPO training rows, beside feed-forward
     sb3_n_steps: int
     targets: bool  # time-to-target rows are measured
     targets_only: bool  # and nothing else
@@ -97,6 +101,7 @@ class Plan:
             "train_iterations": self.train_iterations,
             "train_repeats": self.train_repeats,
             "train_num_envs": self.train_num_envs or "default config",
+            "cores": list(self.cores),
             "sb3_n_steps": self.sb3_n_steps,
             "targets": {
                 "games": {
@@ -143,6 +148,7 @@ def make_plan(
     seed,
     targets=True,
     targets_only=False,
+    cores=(),
 ) -> Plan:
     """The ``Plan`` of the CLI options; raises a one-line click error for a bad one."""
     import numba
@@ -171,6 +177,13 @@ def make_plan(
         raise click.UsageError("--targets-only and --no-targets leave nothing to measure")
     if targets_only and plot_path:
         raise click.UsageError("--plot draws the env rows, which --targets-only leaves out")
+    for core in cores:
+        if core not in RECURRENT_CORES:
+            raise click.BadParameter(
+                f"unknown core {core!r}; valid: {', '.join(RECURRENT_CORES)}", param_hint="--core"
+            )
+    if targets_only and cores:
+        raise click.UsageError("--core adds training rows, which --targets-only leaves out")
     for path in (json_path, plot_path):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise click.UsageError(f"folder of {path!r} does not exist")
@@ -200,6 +213,7 @@ def make_plan(
         train_iterations=train_iterations or preset["train_iterations"],
         train_repeats=min(repeats, preset["train_repeats"]),
         train_num_envs=train_num_envs or preset["train_num_envs"],
+        cores=tuple(dict.fromkeys(cores)),
         sb3_n_steps=preset["sb3_n_steps"],
         targets=targets,
         targets_only=targets_only,

@@ -192,14 +192,16 @@ def bench_train(
     num_envs=None,
     seed=0,
     threads=None,
+    core: str = "none",
 ):
-    """Results of ``repeats`` calls of ``benchmark_training`` for ``algo`` (each warms up)."""
+    """Results of ``repeats`` calls of ``benchmark_training`` for ``algo`` (each warms up),
+    with ``model.core = core`` unless it is ``"none"``."""
     from fasttrain.bench.training import benchmark_training
 
     results = []
     for _ in range(repeats):
         result = benchmark_training(
-            algo, game, device, iterations, num_envs=num_envs, seed=seed, threads=threads
+            algo, game, device, iterations, num_envs=num_envs, seed=seed, threads=threads, core=core
         )
         missing = [key for key in TRAIN_KEYS if key not in result]
         if missing:
@@ -345,58 +347,77 @@ def baseline_stage(plan: Plan, results: Results, game: str) -> None:
 
 
 def training_stage(plan: Plan, results: Results, game: str) -> None:
-    """End-to-end training and the learner-only ceiling of ``game``, per registered learner."""
+    """End-to-end training and the learner-only ceiling of ``game``, per registered learner,
+    then PPO with each recurrent core of ``plan.cores``."""
     from fasttrain.learners import LEARNERS
 
-    device = plan.device.type
     for algo in LEARNERS:
-        progress(f"{game} {device}: {algo.upper()} training ({plan.train_iterations} iterations)")
-        what = f"train {game}" + ("" if algo == "ppo" else f" {algo}")  # PPO's name predates DQN
-        try:
-            runs = bench_train(
-                algo,
-                game,
-                device,
-                plan.train_iterations,
-                plan.train_repeats,
-                plan.train_num_envs,
-                plan.seed,
-                plan.threads,
-            )
-        except ImportError as exc:
-            results.skip(what, f"benchmark_training for {algo} not available ({exc})")
-            continue
-        except Exception as exc:  # a broken trainer should not lose the other figures
-            results.skip(what, f"benchmark_training failed: {exc!r}")
-            continue
-        split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
-        train = make_row(
+        train_rows(plan, results, game, algo)
+    for core in plan.cores:
+        train_rows(plan, results, game, "ppo", core)
+
+
+def train_rows(plan: Plan, results: Results, game: str, algo: str, core: str = "none") -> None:
+    """The train row and the ceiling row of ``algo`` on ``game`` (``model.core = core`` unless
+    ``"none"``), or a skip note. Rows with a core are labelled ``ppo+lstm``."""
+    from fasttrain.errors import ConfigError
+
+    device = plan.device.type
+    label = algo if core == "none" else f"{algo}+{core}"
+    progress(f"{game} {device}: {label.upper()} training ({plan.train_iterations} iterations)")
+    what = f"train {game}" + ("" if label == "ppo" else f" {label}")  # PPO's name predates DQN
+    try:
+        runs = bench_train(
+            algo,
             game,
-            "train",
             device,
-            runs[0].get("num_envs", 0),
-            [r["sps"] for r in runs],
-            "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}".format(
-                algo,
-                *split.values(),
-                "" if plan.train_num_envs is None else " (num_envs set)",
-                gpu_memory_note(runs[0].get("gpu_mem_bytes")),
-            ),
-            algo=algo,
-            batch_size=runs[0].get("batch_size"),
-            gpu_mem_bytes=runs[0].get("gpu_mem_bytes"),
-            iterations=plan.train_iterations,
-            **split,
+            plan.train_iterations,
+            plan.train_repeats,
+            plan.train_num_envs,
+            plan.seed,
+            plan.threads,
+            core=core,
         )
-        results.rows.append(train)
-        ceilings = [r["ceiling_sps"] for r in runs]
-        if not all(math.isfinite(c) for c in ceilings):  # NaN: a learner without a ceiling
-            continue
-        ceiling = make_row(game, "ceiling", device, train["num_envs"], ceilings, algo=algo)
-        fraction = train["sps_median"] / ceiling["sps_median"]
-        ceiling["fraction_reached"] = fraction
-        ceiling["note"] = f"{algo}: learner only; training reaches {fraction:.0%}"
-        results.rows.append(ceiling)
+    except ImportError as exc:
+        results.skip(what, f"benchmark_training for {algo} not available ({exc})")
+        return
+    except ConfigError as exc:  # e.g. a default config whose rollout does not fit the core
+        results.skip(what, f"the config does not validate: {exc}")
+        return
+    except Exception as exc:  # a broken trainer should not lose the other figures
+        results.skip(what, f"benchmark_training failed: {exc!r}")
+        return
+    split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
+    trained = runs[0].get("core", core)  # the model.core trained (a preset may set one)
+    label = algo if trained == "none" else f"{algo}+{trained}"
+    ids = dict(algo=algo, core=trained)
+    train = make_row(
+        game,
+        "train",
+        device,
+        runs[0].get("num_envs", 0),
+        [r["sps"] for r in runs],
+        "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}".format(
+            label,
+            *split.values(),
+            "" if plan.train_num_envs is None else " (num_envs set)",
+            gpu_memory_note(runs[0].get("gpu_mem_bytes")),
+        ),
+        **ids,
+        batch_size=runs[0].get("batch_size"),
+        gpu_mem_bytes=runs[0].get("gpu_mem_bytes"),
+        iterations=plan.train_iterations,
+        **split,
+    )
+    results.rows.append(train)
+    ceilings = [r["ceiling_sps"] for r in runs]
+    if not all(math.isfinite(c) for c in ceilings):  # NaN: a learner without a ceiling
+        return
+    ceiling = make_row(game, "ceiling", device, train["num_envs"], ceilings, **ids)
+    fraction = train["sps_median"] / ceiling["sps_median"]
+    ceiling["fraction_reached"] = fraction
+    ceiling["note"] = f"{label}: learner only; training reaches {fraction:.0%}"
+    results.rows.append(ceiling)
 
 
 def peer_stage(plan: Plan, results: Results) -> None:

@@ -19,9 +19,13 @@ def benchmark_training(
     num_envs: int | None = None,
     seed: int = 0,
     threads: int | None = None,
+    core: str = "none",
 ) -> dict:
     """End-to-end SPS of learner ``algo`` on ``game`` with its default config, the time split
-    and the learner-only ceiling (the learner's ``bench`` settings applied)."""
+    and the learner-only ceiling (the learner's ``bench`` settings applied), and the
+    ``model.core`` trained (``core``). ``core``: the ``model.core`` to train with (``"none"``:
+    the default config's). A config that does not fit (a recurrent core's sequences against the
+    rollout) raises ``ConfigError``."""
     learner = LEARNERS[algo]
     settings = dict(learner.bench)
     if num_envs is not None:
@@ -31,10 +35,13 @@ def benchmark_training(
         overrides["run"].update(torch_threads=threads, numba_threads=threads)
     if settings:
         overrides[algo] = settings
+    if core != "none":
+        overrides["model"] = {"core": core}
     config = cfg.build([("bench", overrides)])
-    return measure_training(
+    result = measure_training(
         learner.trainer(config, warn=lambda *_: None), iterations, learner.ceiling
     )
+    return {**result, "core": config.model.core}
 
 
 def measure_training(trainer, iterations: int, ceiling=None) -> dict:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import click
 import pytest
 
 from fasttrain.bench import parse_num_envs, stages, time_repeats
@@ -466,3 +467,92 @@ def test_peer_rows_are_sized_like_the_python_rows_even_without_them(monkeypatch,
     stages.peer_stage(env_plan("cartpole", backends), results)
     assert timed == list(sizes)
     assert [r["num_envs"] for r in results.rows if r["backend"] == "gymnasium-sync"] == sizes
+
+
+# ------------------------------------------------------------------------------- recurrent cores
+
+
+def train_plan(tmp_path, cores=("lstm",)):
+    """A quick cartpole plan for the training rows: 8 envs, 1 iteration, 1 repeat, 1 thread."""
+    return make_plan(
+        game_names=("cartpole",),
+        device="cpu",
+        num_envs=None,
+        backend_names=(),
+        quick=True,
+        json_path=str(tmp_path / "bench.json"),
+        plot_path=None,
+        threads=1,
+        repeats=1,
+        seconds=None,
+        train_iterations=1,
+        train_num_envs=8,
+        seed=0,
+        targets=False,
+        cores=cores,
+    )
+
+
+def test_make_plan_keeps_the_cores_in_order_once(tmp_path):
+    from fasttrain.bench.plan import RECURRENT_CORES
+    from fasttrain.models import CORES
+
+    assert RECURRENT_CORES == tuple(c for c in CORES if c != "none")
+    plan = train_plan(tmp_path, cores=("gru", "lstm", "gru"))
+    assert plan.cores == ("gru", "lstm") and plan.settings()["cores"] == ["gru", "lstm"]
+    assert train_plan(tmp_path, cores=()).settings()["cores"] == []
+    with pytest.raises(click.BadParameter, match="unknown core 'rnn'; valid: lstm, gru"):
+        train_plan(tmp_path, cores=("rnn",))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--core", "rnn"], "'rnn' is not one of 'lstm', 'gru'"),
+        (["--core", "none"], "'none' is not one of 'lstm', 'gru'"),
+        (["--targets-only", "--core", "lstm"], "--targets-only leaves out"),
+    ],
+)
+def test_bad_core_fails_before_measuring(args, message):
+    done = run_bench(*args, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr and "bench:" not in done.stderr
+    assert len([ln for ln in done.stderr.splitlines() if ln.startswith("Error")]) == 1
+
+
+def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(tmp_path, capsys):
+    plan = train_plan(tmp_path)
+    results = Results()
+    stages.training_stage(plan, results, "cartpole")
+    assert not results.skipped, results.skipped
+    rows = {(r["kind"], r["algo"], r.get("core")): r for r in results.rows}
+    assert len(rows) == len(results.rows)  # no two rows share kind, algo and core
+    ff, lstm = rows["train", "ppo", "none"], rows["train", "ppo", "lstm"]
+    assert ("ceiling", "ppo", "lstm") in rows and ("ceiling", "ppo", "none") in rows
+    assert results.rows.index(lstm) > results.rows.index(rows["train", "dqn", "none"])
+    for row in (ff, lstm):
+        assert math.isfinite(row["sps_median"]) and row["sps_median"] > 0
+        assert row["num_envs"] == 8 and row["game"] == "cartpole"
+    assert ff["note"].startswith("ppo: env ") and lstm["note"].startswith("ppo+lstm: env ")
+    assert rows["ceiling", "ppo", "lstm"]["note"].startswith("ppo+lstm: learner only")
+    report(plan, results, machine_info(1), time.perf_counter())
+    out = capsys.readouterr().out
+    assert "ppo: env " in out and "ppo+lstm: env " in out
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["settings"]["cores"] == ["lstm"]
+    trains = [(r["algo"], r["core"]) for r in data["results"] if r["kind"] == "train"]
+    assert trains == [("ppo", "none"), ("dqn", "none"), ("ppo", "lstm")]
+
+
+def test_a_core_the_config_does_not_fit_is_skipped_in_one_line(tmp_path, monkeypatch):
+    from fasttrain.learners import LEARNERS
+
+    # cartpole's 16-step rollout does not split into sequences of 5 steps
+    ppo = dataclasses.replace(LEARNERS["ppo"], bench={"bptt_horizon": 5})
+    monkeypatch.setitem(LEARNERS, "ppo", ppo)
+    results = Results()
+    stages.train_rows(train_plan(tmp_path), results, "cartpole", "ppo", "lstm")
+    assert results.rows == []
+    (skip,) = results.skipped
+    assert skip["what"] == "train cartpole ppo+lstm"
+    assert "bptt_horizon" in skip["reason"] and "\n" not in skip["reason"]
