@@ -16,21 +16,22 @@ import torch
 
 def lstm_step(gx: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w_hh: torch.Tensor):
     """One LSTM step from input gates ``gx (M, 4n)``: the next ``(h, c)``."""
-    n = h.shape[1]
-    gates = torch.addmm(gx, h, w_hh.t())
-    act = torch.sigmoid(gates)  # i, f, o used (g's quarter is replaced by tanh below)
-    g = torch.tanh(gates[:, 2 * n : 3 * n])
-    c = act[:, n : 2 * n] * c + act[:, :n] * g
-    return act[:, 3 * n :] * torch.tanh(c), c
+    # split, not slices: one backward (a cat) for the four gates instead of four zero-filled
+    # copies of the whole gate matrix
+    i, f, g, o = torch.addmm(gx, h, w_hh.t()).split(h.shape[1], dim=1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 def gru_step(gx: torch.Tensor, h: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor):
     """One GRU step from input gates ``gx (M, 3n)`` (input bias included): the next ``h``."""
     n = h.shape[1]
-    gh = torch.addmm(b_hh, h, w_hh.t())
-    rz = torch.sigmoid(gx[:, : 2 * n] + gh[:, : 2 * n])
-    new = torch.tanh(gx[:, 2 * n :] + rz[:, :n] * gh[:, 2 * n :])
-    return new + rz[:, n:] * (h - new)
+    x_r, x_z, x_n = gx.split(n, dim=1)
+    h_r, h_z, h_n = torch.addmm(b_hh, h, w_hh.t()).split(n, dim=1)
+    r = torch.sigmoid(x_r + h_r)
+    z = torch.sigmoid(x_z + h_z)
+    new = torch.tanh(x_n + r * h_n)
+    return new + z * (h - new)
 
 
 def replay(gx, h, c, keep, w_hh, b_hh=None) -> torch.Tensor:

@@ -118,7 +118,7 @@ class RecurrentActorCritic(ActorCritic):
         once."""
         c = self.core
         bias = c.bias_ih + c.bias_hh if self.core_kind == "lstm" else c.bias_ih
-        return torch.addmm(bias, x.float(), c.weight_ih.t())
+        return torch.addmm(bias, x, c.weight_ih.t())  # bf16 under autocast, like the torso
 
     def _step(self, gx: torch.Tensor, h: torch.Tensor, cell):
         """One core step from the input gates ``gx``: the next ``(h, cell)`` (cell None for a
