@@ -45,7 +45,7 @@ def main():
     num_steps = budget()
     total_reward = 0.0
     for _ in range(num_steps):
-        actions[:] = rng.integers(0, spec.num_actions, env.num_envs)
+        actions[:] = rng.integers(0, env.num_actions, env.num_envs)
         bad = env.step()  # -1, or the index of the first out-of-range action (nothing stepped)
         assert bad == -1
         total_reward += float(env.arrays["rewards"].sum())

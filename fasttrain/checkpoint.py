@@ -196,7 +196,7 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
         if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
             options = {k: v for k, v in options.items() if k in accepted}
         act = actor(
-            config, spec.obs_shape(params), spec.obs_dtype, spec.num_actions, state["model"],
+            config, spec.obs_shape(params), spec.obs_dtype, spec.actions(params), state["model"],
             **options,
         )  # fmt: skip
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -142,7 +142,10 @@ def games():
         agents = str(spec.agents(params))
         if callable(spec.num_agents):
             agents += " (a param)"
-        rows.append((name, f"{dtype} {shape}", str(spec.num_actions), agents))
+        actions = str(spec.actions(params))
+        if callable(spec.num_actions):
+            actions += " (a param)"
+        rows.append((name, f"{dtype} {shape}", actions, agents))
     widths = [max(len(r[k]) for r in rows) for k in range(4)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

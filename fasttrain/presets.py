@@ -45,6 +45,19 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "num_minibatches": 2,
         },
     },
+    "minatar-breakout": {
+        # MinAtar's pixels through a small CNN on the CPU too (the MLP sees no neighbourhoods);
+        # PPO after PureJaxRL's MinAtar settings, fewer envs for 2 cores
+        "model": {"kind": "cnn"},
+        "ppo": {
+            "total_timesteps": 10_000_000,
+            "num_envs": 64,
+            "num_steps": 128,
+            "num_minibatches": 8,
+            "update_epochs": 4,
+            "learning_rate": 5e-4,
+        },
+    },
     "cartpole": {
         # core_size: a recurrent core (model.core) as wide as the torso
         "model": {"hidden": 64, "core_size": 64},

@@ -88,7 +88,7 @@ class VecEnv:
         # rows of every per-agent buffer (obs, actions, rewards, ...): num_envs * num_agents,
         # the agents of environment i in rows i * num_agents ... (i + 1) * num_agents - 1
         self.num_rows = core.num_rows
-        self.num_actions = spec.num_actions
+        self.num_actions = core.num_actions  # fixed: set_params refuses to change it
         self.obs_shape = tuple(spec.obs_shape(core.params))
         self.backend = core.backend.name
         views = {name: to_torch(core.arrays[name]) for name in self._VIEWS}
@@ -306,8 +306,8 @@ class VecEnv:
 
     def set_params(self, **overrides) -> None:
         """Change game params between steps (a curriculum stage), with no recompilation and no
-        reallocation; a param that sets buffer shapes (a board size, the agents, a maximum)
-        raises ``ValueError`` in one line and nothing changes."""
+        reallocation; a param that sets buffer shapes (a board size, the agents, the actions, a
+        maximum) raises ``ValueError`` in one line and nothing changes."""
         params = self.spec.make_params(**{**vars(self.params), **overrides})
         self._core.set_params(params)
         self.params = params

@@ -9,6 +9,7 @@ from fasttrain.kernels.spec import GameSpec
 _BUILTIN = {
     "arena": "fasttrain.games.arena",
     "cartpole": "fasttrain.games.cartpole",
+    "minatar-breakout": "fasttrain.games.minatar_breakout",
     "snake": "fasttrain.games.snake",
 }
 _REGISTRY: dict[str, GameSpec] = {}

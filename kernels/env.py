@@ -85,11 +85,12 @@ def buffer_layout(spec: GameSpec, params) -> dict:
 
 
 def shape_params(spec: GameSpec, old, new) -> list[str]:
-    """Names of the params that make ``new`` change a buffer's shape (or the agents) from
-    ``old``: each one that does so alone, else every changed one; ``[]`` when none does."""
+    """Names of the params that make ``new`` change a buffer's shape (or the agents, or the
+    actions: a policy's output) from ``old``: each one that does so alone, else every changed
+    one; ``[]`` when none does."""
 
     def shapes(params):
-        return buffer_layout(spec, params), spec.agents(params)
+        return buffer_layout(spec, params), spec.agents(params), spec.actions(params)
 
     if shapes(new) == shapes(old):
         return []
@@ -98,10 +99,10 @@ def shape_params(spec: GameSpec, old, new) -> list[str]:
     for name in changed:
         try:
             alone = dataclasses.replace(old, **{name: getattr(new, name)})
+            if shapes(alone) != shapes(old):
+                culprits.append(name)
         except (TypeError, ValueError):  # invalid on its own: only the combination is valid
             continue
-        if shapes(alone) != shapes(old):
-            culprits.append(name)
     return culprits or changed
 
 
@@ -182,6 +183,7 @@ class KernelEnv:
         self.num_envs = num_envs
         self.num_agents = spec.agents(params)
         self.num_rows = num_envs * self.num_agents  # rows of every per-agent buffer
+        self.num_actions = spec.actions(params)  # actions per agent: fixed, like the shapes
         self.seed = check_seed(seed)
         self.backend = get_backend(backend)
         self.xp = self.backend.xp
@@ -199,7 +201,7 @@ class KernelEnv:
         # sets it to torch's current stream
         self.stream = 0
         self._step_names, self._reset_names = launcher_args(spec)
-        self._values = {**spec.param_values(params), "num_actions": spec.num_actions}
+        self._values = {**spec.param_values(params), "num_actions": self.num_actions}
         # bumped by set_params: launcher arguments built before it hold the old values
         self.params_version = 0
         self._out_positions = [self._step_names.index(name) for name in _OUT_ARGS]
@@ -253,9 +255,10 @@ class KernelEnv:
     def set_params(self, params) -> None:
         """Switch to ``params`` between steps, with no recompilation and no reallocation.
 
-        Only params that leave every buffer's shape (and the agents) as they are may change;
-        the others raise ``ValueError`` in one line, changing nothing. Launcher arguments built
-        before (``step_args``) hold the old values: pass them through ``refresh_args``."""
+        Only params that leave every buffer's shape (and the agents and actions) as they are
+        may change; the others raise ``ValueError`` in one line, changing nothing. Launcher
+        arguments built before (``step_args``) hold the old values: pass them through
+        ``refresh_args``."""
         if not isinstance(params, self.spec.params_cls):
             raise TypeError(f"params must be a {self.spec.params_cls.__name__}")
         culprits = shape_params(self.spec, self.params, params)
@@ -266,7 +269,7 @@ class KernelEnv:
                 "change after the environments are made"
             )
         self.params = params
-        self._values = {**self.spec.param_values(params), "num_actions": self.spec.num_actions}
+        self._values = {**self.spec.param_values(params), "num_actions": self.num_actions}
         self._step_args = self.refresh_args(self._step_args)
         self.reset_args = self._with_values(self.reset_args, self._reset_names)
         self.params_version += 1
@@ -306,7 +309,7 @@ class KernelEnv:
         if check and not self.backend.validates_in_kernel:
             actions = self.arrays["actions"]
             with self.backend.on_stream(self.stream):
-                bad = self.xp.flatnonzero((actions < 0) | (actions >= self.spec.num_actions))
+                bad = self.xp.flatnonzero((actions < 0) | (actions >= self.num_actions))
                 if bad.size:
                     return int(bad[0])
         return self.backend.launch_step(
@@ -374,7 +377,7 @@ def speed_check(spec: GameSpec, params, argv=()) -> float:
     env = KernelEnv(spec, num_envs, "cpu", params)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    actions = rng.integers(0, spec.num_actions, (num_steps, env.num_rows), dtype=np.int64)
+    actions = rng.integers(0, env.num_actions, (num_steps, env.num_rows), dtype=np.int64)
     env.step()  # compile (or load from cache) outside the timing
     start = time.perf_counter()
     for t in range(num_steps):

@@ -29,6 +29,11 @@ def _finite(value) -> bool:
         return False
 
 
+def _is_count(n) -> bool:
+    """``n`` is an int >= 1 (NumPy's included, a bool not)."""
+    return not isinstance(n, bool) and isinstance(n, (int, np.integer)) and n >= 1
+
+
 @dataclass(frozen=True)
 class Field:
     """One state array: ``shape(params)`` is the per-environment shape (``()`` for a scalar)."""
@@ -63,7 +68,9 @@ class GameSpec:
     state: tuple[Field, ...]
     obs_shape: Callable[[object], tuple[int, ...]]
     obs_dtype: type
-    num_actions: int
+    num_actions: int | Callable[[object], int]
+    """discrete actions per agent: an int, or a function of the params (fixed once the
+    environments are made: ``set_params`` refuses to change it)"""
     reset_one: Callable
     step_one: Callable
     render_text: Callable
@@ -78,6 +85,11 @@ class GameSpec:
     module: object = None
 
     def __post_init__(self):
+        if not callable(self.num_actions) and not _is_count(self.num_actions):
+            raise ValueError(
+                f"game {self.name!r}: num_actions must be an int >= 1 or a function of the "
+                f"params, got {self.num_actions!r}"
+            )
         if self.observe is None:
             if self.num_agents != 1 or self.reset_agent is not None:
                 raise ValueError(
@@ -127,8 +139,15 @@ class GameSpec:
     def agents(self, params) -> int:
         """Agents per environment for ``params``."""
         n = self.num_agents(params) if callable(self.num_agents) else self.num_agents
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        if not _is_count(n):
             raise ValueError(f"game {self.name!r}: num_agents must be an int >= 1, got {n!r}")
+        return int(n)
+
+    def actions(self, params) -> int:
+        """Discrete actions per agent for ``params``."""
+        n = self.num_actions(params) if callable(self.num_actions) else self.num_actions
+        if not _is_count(n):
+            raise ValueError(f"game {self.name!r}: num_actions must be an int >= 1, got {n!r}")
         return int(n)
 
     def functions(self) -> tuple:

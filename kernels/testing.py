@@ -42,7 +42,7 @@ def assert_backends_agree(
     for env in envs:
         env.reset(seed=seed)
     gen = np.random.default_rng(seed)
-    actions = gen.integers(0, spec.num_actions, (steps, envs[0].num_rows), dtype=np.int64)
+    actions = gen.integers(0, envs[0].num_actions, (steps, envs[0].num_rows), dtype=np.int64)
     _check_agree(envs, "reset")
     episodes = 0
     for t in range(steps):

@@ -95,7 +95,7 @@ def checkpoint_actor(out: Path):
     spec, params = games.get("snake"), config.game_params()
     learner = LEARNERS[config.run.algo]
     return learner.actor(
-        config, spec.obs_shape(params), spec.obs_dtype, spec.num_actions, state["model"]
+        config, spec.obs_shape(params), spec.obs_dtype, spec.actions(params), state["model"]
     )
 
 

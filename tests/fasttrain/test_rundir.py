@@ -238,8 +238,9 @@ def small_config(**settings) -> cfg.Config:
 
 def model_state(config: cfg.Config) -> dict:
     spec = games.get(config.game.name)
-    obs_shape = spec.obs_shape(config.game_params())
-    return make_policy(obs_shape, spec.obs_dtype, spec.num_actions, config.model).state_dict()
+    params = config.game_params()
+    obs_shape, num_actions = spec.obs_shape(params), spec.actions(params)
+    return make_policy(obs_shape, spec.obs_dtype, num_actions, config.model).state_dict()
 
 
 def write_checkpoint(path, weights_of: dict | None = None, **settings):

@@ -75,7 +75,7 @@ def test_shapes_dtypes_and_value_ranges(game):
         assert array.shape[0] == (rows if name in PER_AGENT else 16), name
     obs_dtype = torch.from_numpy(np.zeros(1, dtype=spec.obs_dtype)).dtype
     assert env.obs.dtype == obs_dtype == env.obs_dtype
-    assert env.num_actions == spec.num_actions >= 1
+    assert env.num_actions == spec.actions(env.params) >= 1
     for actions in _random_actions(env, 300, seed=2):
         obs, rewards, terminated, truncated = env.step(actions)
         assert obs.data_ptr() == env.obs.data_ptr() and obs.dtype == obs_dtype
