@@ -82,7 +82,7 @@ class ModelConfig:
     hidden: int = 128
     """width of the hidden layer(s)"""
     layers: int = 2
-    """hidden layers of the mlp"""
+    """hidden layers of the mlp; 3x3 convolutions of the cnn"""
     channels: int = 16
     """channels of each cnn convolution"""
     activation: str = "tanh"

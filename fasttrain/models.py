@@ -222,11 +222,11 @@ def make_torso(obs_shape, model, device="cpu", categories: int = 0) -> nn.Module
     if kind == "cnn":
         channels, height, width = obs_shape
         c = model.channels
+        convs: list[nn.Module] = []
+        for k in range(model.layers):  # 3x3 convolutions that keep the grid's size
+            convs += [layer_init(nn.Conv2d(channels if k == 0 else c, c, 3, padding=1)), nn.ReLU()]
         return nn.Sequential(
-            layer_init(nn.Conv2d(channels, c, 3, padding=1)),
-            nn.ReLU(),
-            layer_init(nn.Conv2d(c, c, 3, padding=1)),
-            nn.ReLU(),
+            *convs,
             nn.Flatten(),
             layer_init(nn.Linear(c * height * width, model.hidden)),
             nn.ReLU(),

@@ -341,3 +341,19 @@ def test_memory_learns_cartpole_without_velocities(tmp_path, core):
     run(config("none"), out=tmp_path / "none", **QUIET)
     assert best_return(tmp_path / core) >= 475.0
     assert best_return(tmp_path / "none") < 200.0
+
+
+# ------------------------------------------------------------------------------- torsos
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_cnn_torso_has_model_layers_convolutions(layers):
+    """``model.layers`` counts the CNN's 3x3 convolutions (they keep the grid's size) as it
+    counts the MLP's hidden layers."""
+    model = cfg.ModelConfig(kind="cnn", layers=layers, channels=8, hidden=32)
+    policy = make_policy((4, 10, 10), torch.uint8, 6, model)
+    convs = [m for m in policy.torso if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == layers and convs[0].in_channels == 4
+    assert policy.torso[-2].in_features == 8 * 10 * 10
+    logits, values, _ = policy(torch.zeros(3, 4, 10, 10, dtype=torch.uint8))
+    assert logits.shape == (3, 6) and values.shape == (3,)
