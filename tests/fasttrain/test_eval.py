@@ -21,6 +21,7 @@ import fasttrain
 from fasttrain import config as cfg
 from fasttrain.checkpoint import load_agent
 from fasttrain.evaluate import EvalResult, evaluate, table
+from fasttrain.games import names
 from fasttrain.runner import run
 
 # a small arena with reward for food and corpses, so every figure varies between lives
@@ -322,7 +323,7 @@ def test_cli_random_on_a_game_prints_the_random_row():
         ([], "eval needs --run DIR, or --game NAME with --random"),
         (["--random"], "eval needs --run DIR, or --game NAME with --random"),
         (["--game", "arena"], "without --run there is no agent: add --random"),
-        (["--game", "snek", "--random"], "unknown game 'snek'; valid: arena, cartpole, snake"),
+        (["--game", "snek", "--random"], f"unknown game 'snek'; valid: {', '.join(names())}"),
         (["--game", "arena", "--random", "--episodes", "0"], "--episodes"),
     ],
 )
