@@ -186,6 +186,7 @@ def play(game, policy, checkpoint, steps, fps, seed):
 
     import fasttrain
     from fasttrain import games as registry
+    from fasttrain.evaluate import choose
 
     if game not in registry.names():
         raise click.BadParameter(
@@ -227,10 +228,8 @@ def play(game, policy, checkpoint, steps, fps, seed):
             break
         if act is None:
             actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
-        elif getattr(act, "is_recurrent", False):  # its memory restarts with each episode
-            actions = act(env.obs, episode_starts)
-        else:
-            actions = act(env.obs)
+        else:  # a recurrent actor's memory restarts with each episode
+            actions = choose(act, env.obs, episode_starts)
         _, reward, terminated, truncated = env.step(actions)
         episode_starts = terminated | truncated
         lives += int((terminated | truncated).sum())

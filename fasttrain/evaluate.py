@@ -60,18 +60,15 @@ def evaluate(
     previous = {k: v.copy() for k, v in sums.items()}
     ended: dict[str, list] = {k: [] for k in sums}
     start, steps = time.perf_counter(), 0
-    stateful = getattr(act, "is_recurrent", False)  # it takes the rows whose episodes start
-    if stateful:
+    if getattr(act, "is_recurrent", False):
         act.reset()
     episode_starts = None
     with torch.inference_mode():
         while len(ended["return"]) < episodes and steps < max_steps:
             if act is None:
                 actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
-            elif stateful:
-                actions = act(env.obs, episode_starts)
             else:
-                actions = act(env.obs)
+                actions = choose(act, env.obs, episode_starts)
             env.step(actions)
             steps += 1
             episode_starts = env.terminated | env.truncated
@@ -102,6 +99,14 @@ def evaluate(
         seconds=seconds,
         bots=bots,
     )
+
+
+def choose(act: Callable, obs, episode_starts):
+    """``act``'s actions for ``obs``: a recurrent actor (``is_recurrent``) also gets the rows
+    whose episodes start (None on the first step), any other callable the observations alone."""
+    if getattr(act, "is_recurrent", False):
+        return act(obs, episode_starts)
+    return act(obs)
 
 
 def _bots(env, steps: int, seconds: float) -> EvalResult:

@@ -164,10 +164,7 @@ class RecurrentActorCritic(ActorCritic):
 
     def value(self, obs: torch.Tensor, state=None) -> torch.Tensor:
         """Values of ``obs`` seen from ``state`` (not restarted: the step continues it)."""
-        if state is None:
-            state = self.initial_state(obs.shape[0], obs.device)
-        h, _ = self._step(self._inputs(self.features(obs)), *self._split(state))
-        return self.critic(h).squeeze(-1)
+        return self.forward(obs, state)[1]
 
 
 class QNetwork(nn.Module):

@@ -235,9 +235,10 @@ def test_time_repeats_counts_env_steps():
 # ------------------------------------------------------------------------------- time to target
 
 
-def target_plan(tmp_path, **changes):
-    """A targets-only plan on cartpole (cpu, 1 thread, 1 seed) with ``changes`` applied."""
-    plan = make_plan(
+def cartpole_plan(tmp_path, **options):
+    """``make_plan`` on cartpole (cpu, quick, 1 thread, JSON in ``tmp_path``) with ``options``
+    over those defaults."""
+    defaults = dict(
         game_names=("cartpole",),
         device="cpu",
         num_envs=None,
@@ -251,9 +252,13 @@ def target_plan(tmp_path, **changes):
         train_iterations=None,
         train_num_envs=None,
         seed=0,
-        targets=True,
-        targets_only=True,
     )
+    return make_plan(**{**defaults, **options})
+
+
+def target_plan(tmp_path, **changes):
+    """A targets-only plan on cartpole (cpu, 1 thread, 1 seed) with ``changes`` applied."""
+    plan = cartpole_plan(tmp_path, targets=True, targets_only=True)
     return dataclasses.replace(plan, target_seeds=1, **changes)
 
 
@@ -474,22 +479,8 @@ def test_peer_rows_are_sized_like_the_python_rows_even_without_them(monkeypatch,
 
 def train_plan(tmp_path, cores=("lstm",)):
     """A quick cartpole plan for the training rows: 8 envs, 1 iteration, 1 repeat, 1 thread."""
-    return make_plan(
-        game_names=("cartpole",),
-        device="cpu",
-        num_envs=None,
-        backend_names=(),
-        quick=True,
-        json_path=str(tmp_path / "bench.json"),
-        plot_path=None,
-        threads=1,
-        repeats=1,
-        seconds=None,
-        train_iterations=1,
-        train_num_envs=8,
-        seed=0,
-        targets=False,
-        cores=cores,
+    return cartpole_plan(
+        tmp_path, repeats=1, train_iterations=1, train_num_envs=8, targets=False, cores=cores
     )
 
 
