@@ -322,6 +322,12 @@ class VecEnv:
         """Text picture of environment ``i``."""
         return self._core.render(i)
 
+    def render_rgb(self, i: int = 0):
+        """Colour picture of environment ``i``: a uint8 NumPy array ``(H, W, 3)``; games
+        without colour rendering raise ``ValueError``."""
+        self._follow_torch_stream()
+        return self._core.render_rgb(i)
+
     def __repr__(self):
         return (
             f"VecEnv({self.game!r}, num_envs={self.num_envs}, num_agents={self.num_agents}, "

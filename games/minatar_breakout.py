@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fasttrain.games._minatar import render_rgb
 from fasttrain.kernels import Field, GameSpec, rand_float, rand_int
 
 SIZE = 10
@@ -223,6 +224,7 @@ SPEC = GameSpec(
     reset_one=reset_one,
     step_one=step_one,
     render_text=render_text,
+    render_rgb=render_rgb,
 )
 
 

@@ -356,13 +356,24 @@ class KernelEnv:
             for name, value in arrays.items():
                 self.arrays[name][...] = self.xp.asarray(value)
 
-    def render(self, i: int = 0) -> str:
-        """Text picture of environment ``i``."""
+    def _host_state(self, i) -> dict:
         i = check_int(i, "env index")
         if not 0 <= i < self.num_envs:
             raise IndexError(f"env index {i} out of range [0, {self.num_envs})")
-        host = {f.name: self.backend.to_host(self.arrays[f.name][i]) for f in self.spec.state}
-        return self.spec.render_text(host, self.params)
+        return {f.name: self.backend.to_host(self.arrays[f.name][i]) for f in self.spec.state}
+
+    def render(self, i: int = 0) -> str:
+        """Text picture of environment ``i``."""
+        return self.spec.render_text(self._host_state(i), self.params)
+
+    def render_rgb(self, i: int = 0) -> np.ndarray:
+        """Colour picture of environment ``i``: uint8 ``(H, W, 3)`` (games with ``render_rgb``)."""
+        if self.spec.render_rgb is None:
+            raise ValueError(f"game {self.spec.name!r} has no colour rendering (render_rgb)")
+        host = self._host_state(i)
+        rows = self.num_agents
+        obs = self.backend.to_host(self.arrays["obs"][i * rows : (i + 1) * rows])
+        return self.spec.render_rgb(host, obs if rows > 1 else obs[0], self.params)
 
 
 def speed_check(spec: GameSpec, params, argv=()) -> float:

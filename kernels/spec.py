@@ -74,6 +74,9 @@ class GameSpec:
     reset_one: Callable
     step_one: Callable
     render_text: Callable
+    render_rgb: Callable | None = None
+    """``render_rgb(state, obs, params) -> uint8 (H, W, 3)``: a colour picture of one
+    environment from its host state and observation (rows of agent games), or ``None``"""
     num_agents: int | Callable[[object], int] = 1
     observe: Callable | None = None
     reset_agent: Callable | None = None
