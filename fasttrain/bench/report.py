@@ -127,9 +127,15 @@ def gpu_memory_note(nbytes) -> str:
 def add_speedups(rows: list[dict]) -> None:
     """Fill ``speedup_vs_baseline`` of fasttrain rows from the baseline row of their game."""
     baseline = {r["game"]: r["sps_median"] for r in rows if r["kind"] == "baseline"}
+    # a game's original (the minatar package for MinAtar games): its env rows say how many times
+    peer = {r["game"]: r for r in rows if r["kind"] == "peer" and r["game"] in baseline}
     for row in rows:
         if row["kind"] in ("env", "train", "ceiling") and row["game"] in baseline:
             row["speedup_vs_baseline"] = row["sps_median"] / baseline[row["game"]]
+        if row["kind"] == "env" and row["game"] in peer:
+            theirs = peer[row["game"]]
+            row["speedup_vs_peer"] = row["sps_median"] / theirs["sps_median"]
+            row["note"] += f"; {row['speedup_vs_peer']:,.0f}x the {theirs['backend']} package"
 
 
 def add_sb3_speedups(targets: list[dict]) -> None:

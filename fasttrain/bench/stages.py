@@ -162,6 +162,30 @@ def bench_baseline(game: str, repeats: int, seconds: float, seed=0):
     return time_repeats(run, env.num_rows, repeats, seconds)
 
 
+def bench_minatar(game: str, repeats: int, seconds: float, seed=0):
+    """Steps/s of the ``minatar`` package's own ``Environment`` (one env, random actions from
+    its full set, reset on terminal): the original every MinAtar port is measured against."""
+    import minatar
+    import numpy as np
+
+    env = minatar.Environment(game.removeprefix("minatar-"))
+    env.seed(seed)
+    env.reset()
+    actions = np.random.default_rng(seed).integers(0, 6, 4096).tolist()
+    cursor = [0]
+
+    def run(n):
+        i = cursor[0]
+        for _ in range(n):
+            _, terminal = env.act(actions[i])
+            if terminal:
+                env.reset()
+            i = (i + 1) % len(actions)
+        cursor[0] = i
+
+    return time_repeats(run, 1, repeats, seconds)
+
+
 def bench_compile(game: str, backend: str, cache: str, threads: int) -> dict:
     """Time to first step in a fresh process: cold (empty cache), then warm (cache filled)."""
     environ = dict(os.environ, FASTTRAIN_CACHE_DIR=cache, NUMBA_NUM_THREADS=str(threads))
@@ -344,6 +368,21 @@ def baseline_stage(plan: Plan, results: Results, game: str) -> None:
     sps = bench_baseline(game, plan.repeats, plan.seconds, plan.seed)
     note = "python backend, 1 env, per-step torch MLP, copy + .item()"
     results.rows.append(make_row(game, "baseline", "python", 1, sps, note))
+    if game.startswith("minatar-"):
+        minatar_stage(plan, results, game)
+
+
+def minatar_stage(plan: Plan, results: Results, game: str) -> None:
+    """The ``minatar`` package's speed on ``game``, the peer of its env rows, when installed."""
+    try:
+        import minatar  # noqa: F401
+    except ImportError:
+        results.skip(f"peer minatar {game}", "minatar is not installed (pip install minatar)")
+        return
+    progress(f"{game}: the minatar package's own Environment")
+    sps = bench_minatar(game, plan.repeats, plan.seconds, plan.seed)
+    note = "minatar package Environment.act, 1 env, random actions"
+    results.rows.append(make_row(game, "peer", "minatar", 1, sps, note))
 
 
 def training_stage(plan: Plan, results: Results, game: str) -> None:

@@ -474,6 +474,36 @@ def test_peer_rows_are_sized_like_the_python_rows_even_without_them(monkeypatch,
     assert [r["num_envs"] for r in results.rows if r["backend"] == "gymnasium-sync"] == sizes
 
 
+def test_minatar_games_get_the_minatar_package_as_their_peer_row(monkeypatch):
+    """The baseline stage of a MinAtar game also times the package it was ported from (a real
+    short timing: its steps are counted), and its env rows say how many times faster they are."""
+    pytest.importorskip("minatar")
+    from fasttrain.bench.report import add_speedups
+
+    calls = []
+    real = stages.time_repeats
+    monkeypatch.setattr(
+        stages,
+        "time_repeats",
+        lambda run, steps, *a, **k: calls.append(steps) or real(run, steps, *a, **k),
+    )
+    results = Results()
+    stages.baseline_stage(env_plan("minatar-breakout", ("cpu",)), results, "minatar-breakout")
+    baseline, peer = results.rows
+    assert (peer["kind"], peer["backend"], peer["num_envs"]) == ("peer", "minatar", 1)
+    assert calls == [1, 1] and peer["sps_median"] > 0
+    env = dict(baseline, kind="env", backend="cpu", sps_median=peer["sps_median"] * 250, note="x")
+    rows = [baseline, peer, env]
+    add_speedups(rows)
+    assert env["speedup_vs_peer"] == pytest.approx(250) and env["note"].endswith(
+        "250x the minatar package"
+    )
+    snake = Results()
+    monkeypatch.setattr(stages, "bench_baseline", lambda *a: [1.0])
+    stages.baseline_stage(env_plan("snake", ("cpu",)), snake, "snake")
+    assert [r["kind"] for r in snake.rows] == ["baseline"]
+
+
 # ------------------------------------------------------------------------------- recurrent cores
 
 
