@@ -46,18 +46,18 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
         },
     },
     "minatar-breakout": {
-        # a first setting, not yet tuned: mean return 6.75 after 10M steps (214 s, 47k SPS on 2
-        # CPU cores; random play 0.43); one 3M-step run of it reached 12. On the CPU the MLP
-        # learned as much per step as MinAtar's CNN (model.kind = "cnn", model.layers = 1: one
-        # 3x3 convolution of 16 channels, then 128 units) at 3x its speed; "auto" picks the CNN
-        # on a GPU
-        "model": {"activation": "relu"},
+        # MinAtar's full action set and sticky actions (its defaults). Mean return ~10 after
+        # 1M steps (~30 s on 2 CPU cores), 22 after 10M (356 s); random play 0.43. ent_coef 0.03
+        # (not 0.01-0.02) and 256 units get past a plateau at 7 where the policy had stopped
+        # exploring. The MLP beats MinAtar's CNN per second on a CPU; "auto" picks the CNN on a GPU
+        "model": {"activation": "relu", "hidden": 256},
         "ppo": {
             "total_timesteps": 10_000_000,
             "num_envs": 128,
             "num_steps": 64,
             "num_minibatches": 4,
             "update_epochs": 4,
+            "ent_coef": 0.03,
         },
     },
     "cartpole": {

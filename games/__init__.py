@@ -10,6 +10,7 @@ _BUILTIN = {
     "arena": "fasttrain.games.arena",
     "cartpole": "fasttrain.games.cartpole",
     "minatar-breakout": "fasttrain.games.minatar_breakout",
+    "minatar-freeway": "fasttrain.games.minatar_freeway",
     "snake": "fasttrain.games.snake",
 }
 _REGISTRY: dict[str, GameSpec] = {}

@@ -23,6 +23,11 @@ AGENT_GAMES = [name for name in GAMES if games.get(name).agent_game]
 SMALL = {
     "arena": dict(width=12, height=12, num_snakes=4, num_food=3, vision=2, max_episode_steps=25)
 }
+# games whose episodes outlast the random play of a test: a time limit ends some
+SHORT = {"minatar-freeway": dict(max_episode_steps=60)}
+# (envs, steps) of the bit-for-bit run, smaller where the uncompiled step is costly (the MinAtar
+# games are also checked step by step against the minatar package in their own tests)
+REFERENCE_SIZE = {name: (16, 2000) for name in GAMES if name.startswith("minatar-")}
 
 
 def _random_actions(env, num_steps, seed):
@@ -90,7 +95,7 @@ def test_shapes_dtypes_and_value_ranges(game):
 @pytest.mark.parametrize("game", SINGLE_AGENT)
 def test_auto_reset_final_obs_and_stats_match_reference(game):
     """Every ended row: final_obs is step_one's observation, then reset_one ran on the row."""
-    env = fasttrain.make(game, num_envs=16, backend="cpu", seed=3)
+    env = fasttrain.make(game, num_envs=16, backend="cpu", seed=3, **SHORT.get(game, {}))
     state_names = [f.name for f in env.spec.state]
     running_return = np.zeros(16)
     running_length = np.zeros(16, dtype=np.int64)
@@ -257,10 +262,11 @@ def test_no_recompilation(game):
 def test_cpu_matches_python_reference_bit_for_bit(game):
     """Every buffer, final_obs where episodes ended, and the stats, after every step."""
     spec = games.get(game)
-    params = spec.make_params(**SMALL.get(game, {}))
+    params = spec.make_params(**SMALL.get(game, {}), **SHORT.get(game, {}))
     agents = spec.agents(params)
+    envs, steps = REFERENCE_SIZE.get(game, (64, 10_000))
     episodes = assert_backends_agree(
-        spec, ["python", "cpu"], max(1, 64 // agents), 10_000 // agents, seed=11, params=params
+        spec, ["python", "cpu"], max(1, envs // agents), steps // agents, seed=11, params=params
     )
     assert episodes > 0
 
