@@ -11,6 +11,7 @@ _BUILTIN = {
     "cartpole": "fasttrain.games.cartpole",
     "minatar-breakout": "fasttrain.games.minatar_breakout",
     "minatar-freeway": "fasttrain.games.minatar_freeway",
+    "minatar-space_invaders": "fasttrain.games.minatar_space_invaders",
     "snake": "fasttrain.games.snake",
 }
 _REGISTRY: dict[str, GameSpec] = {}

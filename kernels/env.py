@@ -287,13 +287,18 @@ class KernelEnv:
         return {f.name: self.arrays[f.name] for f in self.spec.state}
 
     def reset(self, seed: int | None = None):
-        """Reset every environment; reseed the per-env streams when ``seed`` is given."""
+        """Reset every environment. With ``seed``: reseed the per-env streams and clear the
+        game's state first, so the environments start exactly as new ones made with that seed
+        (state that a game carries from episode to episode, such as MinAtar's previous action
+        for sticky actions, starts over too)."""
         if seed is not None:
             seed = check_seed(seed)
         with self.backend.on_stream(self.stream):
             if seed is not None:
                 self.seed = seed
                 self.arrays["rng"][...] = self.xp.asarray(seed_streams(seed, self.num_envs))
+                for f in self.spec.state:
+                    self.arrays[f.name][...] = 0
             for name in _STAT_SUMS:
                 self.arrays[name][...] = 0
         self.backend.launch_reset(self.launchers, self.reset_args, self.num_envs, self.stream)

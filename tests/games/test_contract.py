@@ -25,6 +25,8 @@ SMALL = {
 }
 # games whose episodes outlast the random play of a test: a time limit ends some
 SHORT = {"minatar-freeway": dict(max_episode_steps=60)}
+# games whose first observation is the same for every seed (as in the original game)
+FIXED_START = {"minatar-space_invaders"}
 # (envs, steps) of the bit-for-bit run, smaller where the uncompiled step is costly (the MinAtar
 # games are also checked step by step against the minatar package in their own tests)
 REFERENCE_SIZE = {name: (16, 2000) for name in GAMES if name.startswith("minatar-")}
@@ -202,7 +204,8 @@ def test_determinism(game):
     b = fasttrain.make(game, num_envs=8, backend="cpu", seed=5)
     c = fasttrain.make(game, num_envs=8, backend="cpu", seed=6)
     assert torch.equal(a.obs, b.obs)
-    assert not torch.equal(a.obs, c.obs)
+    if game not in FIXED_START:
+        assert not torch.equal(a.obs, c.obs)
     actions = _random_actions(a, 200, seed=7)
     first, second, other = _trajectory(a, actions), _trajectory(b, actions), _trajectory(c, actions)
     for x, y in zip(first, second, strict=True):
