@@ -9,6 +9,7 @@ from fasttrain.kernels.spec import GameSpec
 _BUILTIN = {
     "arena": "fasttrain.games.arena",
     "cartpole": "fasttrain.games.cartpole",
+    "minatar-asterix": "fasttrain.games.minatar_asterix",
     "minatar-breakout": "fasttrain.games.minatar_breakout",
     "minatar-freeway": "fasttrain.games.minatar_freeway",
     "minatar-space_invaders": "fasttrain.games.minatar_space_invaders",
