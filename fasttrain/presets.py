@@ -7,7 +7,13 @@ beat them (see ``fasttrain.config``). Each entry says what it was tuned to reach
 
 from __future__ import annotations
 
-MINATAR_GAMES = ("minatar-asterix", "minatar-breakout", "minatar-freeway", "minatar-space_invaders")
+MINATAR_GAMES = (
+    "minatar-asterix",
+    "minatar-breakout",
+    "minatar-freeway",
+    "minatar-seaquest",
+    "minatar-space_invaders",
+)
 MINATAR = {
     "model": {"activation": "relu", "hidden": 256},
     "ppo": {

@@ -12,6 +12,7 @@ _BUILTIN = {
     "minatar-asterix": "fasttrain.games.minatar_asterix",
     "minatar-breakout": "fasttrain.games.minatar_breakout",
     "minatar-freeway": "fasttrain.games.minatar_freeway",
+    "minatar-seaquest": "fasttrain.games.minatar_seaquest",
     "minatar-space_invaders": "fasttrain.games.minatar_space_invaders",
     "snake": "fasttrain.games.snake",
 }

@@ -26,7 +26,7 @@ SMALL = {
 # games whose episodes outlast the random play of a test: a time limit ends some
 SHORT = {"minatar-freeway": dict(max_episode_steps=60)}
 # games whose first observation is the same for every seed (as in the original game)
-FIXED_START = {"minatar-asterix", "minatar-space_invaders"}
+FIXED_START = {"minatar-asterix", "minatar-seaquest", "minatar-space_invaders"}
 # (envs, steps) of the bit-for-bit run, smaller where the uncompiled step is costly (the MinAtar
 # games are also checked step by step against the minatar package in their own tests)
 REFERENCE_SIZE = {name: (16, 2000) for name in GAMES if name.startswith("minatar-")}
