@@ -22,11 +22,11 @@ from fasttrain.kernels import assert_backends_agree, get_backend
 
 name = sys.argv[1]
 spec = games.get(name)
-num_envs = 8
-# a time limit for games whose episodes outlast 150 random steps
-short = {"minatar-freeway": {"max_episode_steps": 60}}.get(name, {})
+num_envs, steps, short = 8, 150, {}
+if name.startswith("minatar-"):  # costly on the simulator: fewer envs and steps, a time limit
+    num_envs, steps, short = 4, 60, {"max_episode_steps": 25}
 params = spec.make_params(**short)
-episodes = assert_backends_agree(spec, ["cpu", "cuda"], num_envs, 150, seed=11, params=params)
+episodes = assert_backends_agree(spec, ["cpu", "cuda"], num_envs, steps, seed=11, params=params)
 assert episodes > 0, "random play should end some episodes"
 
 a = fasttrain.make(name, num_envs=num_envs, backend="cuda", seed=11)
