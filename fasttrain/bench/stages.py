@@ -164,7 +164,8 @@ def bench_baseline(game: str, repeats: int, seconds: float, seed=0):
 
 def bench_minatar(game: str, repeats: int, seconds: float, seed=0):
     """Steps/s of the ``minatar`` package's own ``Environment`` (one env, random actions from
-    its full set, reset on terminal): the original every MinAtar port is measured against."""
+    its full set, reset on terminal), each step with its observation (``state()``), as an agent
+    needs it: the original every MinAtar port is measured against."""
     import minatar
     import numpy as np
 
@@ -180,6 +181,7 @@ def bench_minatar(game: str, repeats: int, seconds: float, seed=0):
             _, terminal = env.act(actions[i])
             if terminal:
                 env.reset()
+            env.state()
             i = (i + 1) % len(actions)
         cursor[0] = i
 
@@ -381,7 +383,7 @@ def minatar_stage(plan: Plan, results: Results, game: str) -> None:
         return
     progress(f"{game}: the minatar package's own Environment")
     sps = bench_minatar(game, plan.repeats, plan.seconds, plan.seed)
-    note = "minatar package Environment.act, 1 env, random actions"
+    note = "minatar package Environment.act + state(), 1 env, random actions"
     results.rows.append(make_row(game, "peer", "minatar", 1, sps, note))
 
 
