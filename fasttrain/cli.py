@@ -303,14 +303,19 @@ def eval_command(
         )
     results = []
     try:
-        params = {}
+        params, repeat = {}, 1
         if run_dir is not None:
             from fasttrain.checkpoint import load, load_agent, saved_config
 
             act, params = load_agent(run_dir, game, greedy=greedy, seed=seed)  # checks --game
-            game = saved_config(run_dir, load(run_dir)).game.name
+            saved = saved_config(run_dir, load(run_dir))
+            game, repeat = saved.game.name, saved.run.action_repeat
             what = "agent (greedy)" if greedy else "agent"
-            results.append(evaluate(game, params, act, episodes, num_envs, seed, policy=what))
+            results.append(
+                evaluate(
+                    game, params, act, episodes, num_envs, seed, policy=what, action_repeat=repeat
+                )
+            )
             if against_bots:
                 policies = registry.get(game).choices.get("bot_policy")
                 if not policies or not params.get("max_bots"):
@@ -323,10 +328,21 @@ def eval_command(
                     world = {**params, "bot_policy": policy, "num_bots": num_bots}
                     label = f"{what} vs {policy} bots"
                     results.append(
-                        evaluate(game, world, act, episodes, num_envs, seed, policy=label)
+                        evaluate(
+                            game,
+                            world,
+                            act,
+                            episodes,
+                            num_envs,
+                            seed,
+                            policy=label,
+                            action_repeat=repeat,
+                        )
                     )
-        if random_baseline:
-            results.append(evaluate(game, params, None, episodes, num_envs, seed))
+        if random_baseline:  # in the agent's world: the same action repeat
+            results.append(
+                evaluate(game, params, None, episodes, num_envs, seed, action_repeat=repeat)
+            )
     except (ConfigError, ValueError, TypeError) as exc:
         raise click.ClickException(str(exc).splitlines()[0]) from None
     click.echo(f"{game}: {num_envs} envs, seed {seed}, first {episodes} episodes")

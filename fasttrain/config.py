@@ -67,6 +67,10 @@ class RunConfig:
     nan_patience: int = 20
     """stop after this many optimizer updates in a row were skipped for a non-finite loss or
     gradient (the last good checkpoint is kept)"""
+    action_repeat: int = 1
+    """play each action this many game steps inside one step launch, summing the rewards and
+    stopping at the episode's end (Atari's frame skip; single-agent games); steps, SPS and
+    total_timesteps count learner steps, each up to this many game steps"""
 
 
 @dataclass(frozen=True)
@@ -618,13 +622,18 @@ def validate(config: Config) -> None:
             raise ConfigError(f"run.{key} must be >= 0")
     if not 0 <= config.run.seed < 2**64:
         raise ConfigError(f"run.seed must be in [0, 2**64), got {config.run.seed}")
-    for key in ("checkpoint_interval", "nan_patience"):
+    for key in ("checkpoint_interval", "nan_patience", "action_repeat"):
         if getattr(config.run, key) < 1:
             raise ConfigError(f"run.{key} must be >= 1, got {getattr(config.run, key)}")
     if config.log.csv_every < 1:
         raise ConfigError(f"log.csv_every must be >= 1, got {config.log.csv_every}")
     spec = games.get(config.game.name)
     obs_shape = tuple(spec.obs_shape(config.game_params()))
+    if config.run.action_repeat > 1 and spec.agent_game:
+        raise ConfigError(
+            f"run.action_repeat = {config.run.action_repeat} needs a single-agent game; "
+            f"{config.game.name!r} has several agents per environment: use run.action_repeat = 1"
+        )
     if config.model.kind == "cnn" and len(obs_shape) != 3:
         raise ConfigError(
             f"model.kind = 'cnn' needs (C, H, W) observations; {config.game.name}'s are "

@@ -46,6 +46,7 @@ def evaluate(
     seed: int = 0,
     max_steps: int = 100_000,
     policy: str = "",
+    action_repeat: int = 1,
 ) -> EvalResult:
     """Play ``num_envs`` fresh environments (seeded with ``seed``) until ``episodes`` episodes
     (agent lives) have ended, choosing actions with ``act(obs) -> actions`` or, with
@@ -53,8 +54,11 @@ def evaluate(
     ``PolicyActor``) is called ``act(obs, episode_starts)`` and starts fresh. Episodes are
     counted in the order they end (row order within a step), so a seed gives the same result
     every time. Stops after ``max_steps`` vectorised steps with whatever has ended
-    (``episodes`` says how many)."""
-    env = fasttrain.make(game, num_envs=num_envs, backend="cpu", seed=seed, **params)
+    (``episodes`` says how many). ``action_repeat``: as the run trained with (lengths count
+    agent decisions, as ``episodic_length`` does in metrics.csv)."""
+    env = fasttrain.make(
+        game, num_envs=num_envs, backend="cpu", seed=seed, action_repeat=action_repeat, **params
+    )
     generator = torch.Generator().manual_seed(seed)
     sums = {k: env.arrays[f"done_{k}"] for k in ("return", "score", "length")}
     previous = {k: v.copy() for k, v in sums.items()}

@@ -233,8 +233,11 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     agents = trainer.env.num_agents > 1
     unit, sps_unit = ("agent steps", "agent SPS") if agents else ("steps", "SPS")
     stage_text = ""
+    if config.run.action_repeat > 1:  # steps stay learner steps: say what one is
+        k = config.run.action_repeat
+        stage_text += f" (action repeat {k}: each step plays up to {k} game steps)"
     if curriculum is not None:
-        stage_text = f" | curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}"
+        stage_text += f" | curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}"
     echo(
         f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
         f"{trainer.describe()} | {planned:,} {unit}{rounded}{stage_text} | run dir {out}"

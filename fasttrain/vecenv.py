@@ -89,6 +89,7 @@ class VecEnv:
         # the agents of environment i in rows i * num_agents ... (i + 1) * num_agents - 1
         self.num_rows = core.num_rows
         self.num_actions = core.num_actions  # fixed: set_params refuses to change it
+        self.action_repeat = core.action_repeat  # game steps per step() (see make)
         self.obs_shape = tuple(spec.obs_shape(core.params))
         self.backend = core.backend.name
         views = {name: to_torch(core.arrays[name]) for name in self._VIEWS}
@@ -337,20 +338,28 @@ class VecEnv:
 
 
 def make(
-    game: str, num_envs: int = 4096, backend: str = "cpu", seed: int = 0, **game_params
+    game: str,
+    num_envs: int = 4096,
+    backend: str = "cpu",
+    seed: int = 0,
+    *,
+    action_repeat: int = 1,
+    **game_params,
 ) -> VecEnv:
     """Create ``num_envs`` environments of ``game`` on ``backend``, reset with ``seed``.
 
     A game with several agents per environment gives ``num_envs * num_agents`` rows.
 
     ``backend`` is ``python`` (uncompiled reference), ``cpu``, ``cuda`` or ``auto``; extra
-    keyword arguments set fields of the game's params (e.g. ``height=8``).
+    keyword arguments set fields of the game's params (e.g. ``height=8``). ``action_repeat = k``
+    makes each ``step`` play the game up to k times with the same actions inside the one launch,
+    returning the summed reward and stopping at the episode's end (single-agent games).
     """
     spec = games.get(game)
     params = spec.make_params(**game_params)
     check_seed(seed)  # before a GPU probe for "auto"; KernelEnv checks it again, cheaply
     backend = resolve_device("auto").backend if backend == "auto" else resolve_backend(backend)
-    core = KernelEnv(spec, num_envs, backend, params, seed)
+    core = KernelEnv(spec, num_envs, backend, params, seed, action_repeat)
     env = VecEnv(core)
     env.reset(seed)
     return env

@@ -25,18 +25,26 @@ from pathlib import Path
 
 from .spec import GameSpec
 
-GENERATOR_VERSION = "5"
+GENERATOR_VERSION = "6"
 
 # Launcher arguments the runtime always passes, before the game's state arrays and params.
 STEP_ARGS = (
-    *("num_actions", "obs", "obs_flat", "obs_words", "final_obs", "final_obs_flat"),
+    *("num_actions", "repeat", "obs", "obs_flat", "obs_words", "final_obs", "final_obs_flat"),
     *("final_obs_words", "actions", "rewards", "terminated", "truncated", "rng", "score"),
     *("ep_return", "ep_length", "done_return", "done_length", "done_score", "done_count"),
 )
 RESET_ARGS = ("obs", "obs_flat", "rng", "score", "ep_return", "ep_length")
 
+# ``repeat`` (action repeat, >= 1) steps the game again with the same action until the episode
+# ends, summing the rewards in float32 in step order; ``repeat == 1`` is one plain step.
 _STEP_BODY = """\
 step_one(i, {step_call})
+for _ in range(1, repeat):
+    if terminated[i] or truncated[i]:
+        break
+    earlier = rewards[i]
+    step_one(i, {step_call})
+    rewards[i] += earlier
 ep_return[i] += rewards[i]
 ep_length[i] += 1
 if terminated[i] or truncated[i]:

@@ -174,10 +174,29 @@ def _words(flat):
 class KernelEnv:
     """Preallocated buffers and compiled launchers for ``num_envs`` copies of one game."""
 
-    def __init__(self, spec: GameSpec, num_envs: int, backend: str, params, seed: int = 0):
+    def __init__(
+        self,
+        spec: GameSpec,
+        num_envs: int,
+        backend: str,
+        params,
+        seed: int = 0,
+        action_repeat: int = 1,
+    ):
         num_envs = check_int(num_envs, "num_envs")
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        action_repeat = check_int(action_repeat, "action_repeat")
+        if action_repeat < 1:
+            raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
+        if action_repeat > 1 and spec.agent_game:
+            raise ValueError(
+                f"action_repeat needs a single-agent game; {spec.name!r} has agents that end "
+                "their lives at different steps (use action_repeat = 1)"
+            )
+        # each step() plays the game up to this many times with the same actions, summing the
+        # rewards and stopping at the episode's end (one launch; Atari's frame skip)
+        self.action_repeat = action_repeat
         self.spec = spec
         self.params = params
         self.num_envs = num_envs
@@ -201,7 +220,7 @@ class KernelEnv:
         # sets it to torch's current stream
         self.stream = 0
         self._step_names, self._reset_names = launcher_args(spec)
-        self._values = {**spec.param_values(params), "num_actions": self.num_actions}
+        self._values = self._launch_values(params)
         # bumped by set_params: launcher arguments built before it hold the old values
         self.params_version = 0
         self._out_positions = [self._step_names.index(name) for name in _OUT_ARGS]
@@ -215,6 +234,11 @@ class KernelEnv:
         self.reset_args = self.backend.prepare_args(
             self._args(self._reset_names, {"obs": obs, "obs_flat": obs_flat})
         )
+
+    def _launch_values(self, params) -> dict:
+        """Scalar launcher arguments: the params' values, the action count and the repeat."""
+        values = self.spec.param_values(params)
+        return {**values, "num_actions": self.num_actions, "repeat": self.action_repeat}
 
     def _lead(self) -> tuple:
         """Leading shape of per-agent launcher views: (N,), or (N, A) for agent games."""
@@ -269,7 +293,7 @@ class KernelEnv:
                 "change after the environments are made"
             )
         self.params = params
-        self._values = {**self.spec.param_values(params), "num_actions": self.num_actions}
+        self._values = self._launch_values(params)
         self._step_args = self.refresh_args(self._step_args)
         self.reset_args = self._with_values(self.reset_args, self._reset_names)
         self.params_version += 1

@@ -328,6 +328,7 @@ def start_run(config, num_envs: int) -> RunContext:
             num_envs=num_envs,
             backend=device.backend,
             seed=run.seed,
+            action_repeat=run.action_repeat,
             **vars(config.game_params()),
         )
     except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, named in one line
