@@ -214,6 +214,10 @@ class RunContext:
         """Zero the gradients, backpropagate ``loss``, clip to ``max_grad_norm`` and step;
         skip the step (and count it in ``skipped``) when the loss or a gradient is not finite.
 
+        ``loss`` may also be an iterable of losses (gradient accumulation): each is
+        backpropagated as it comes, so its graph is freed before the next one is built, and
+        their gradients add up before the one clip and step.
+
         On the CPU the check reads one flag per step, which costs nothing; on a GPU that read
         would stall the pipeline, so the step is taken and undone on the device where the flag
         is false, and the count is read once per iteration with the losses.
@@ -221,14 +225,18 @@ class RunContext:
         parameters = list(parameters)
         optimizer.zero_grad(set_to_none=True)
         parts = getattr(optimizer, "optimizers", [optimizer])
+        total = None
+        for piece in (loss,) if isinstance(loss, torch.Tensor) else loss:
+            if self.scaler is not None:
+                self.scaler.scale(piece).backward()
+            else:
+                piece.backward()
+            total = piece.detach() if total is None else total + piece.detach()
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
             for part in parts:
                 self.scaler.unscale_(part)
-        else:
-            loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-        finite = torch.isfinite(norm) & torch.isfinite(loss.detach())
+        finite = torch.isfinite(norm) & torch.isfinite(total)
         self.updates += 1
         if self.scaler is not None:  # GradScaler skips non-finite steps itself
             for part in parts:

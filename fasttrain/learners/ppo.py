@@ -71,6 +71,10 @@ class PPOConfig:
     bptt_horizon: int = 16
     """steps per sequence a recurrent policy (model.core) replays in the update, from the
     state stored at its first step; divides num_steps"""
+    max_minibatch_size: int = 0
+    """gradient accumulation (PufferLib's name): a minibatch larger than this many samples is
+    processed in chunks of this size whose gradients add up before one optimizer step, with the
+    same result as the whole minibatch (0: never split); divides the minibatch size"""
 
 
 def validate(ppo: PPOConfig, where: str = "ppo") -> None:
@@ -100,6 +104,15 @@ def validate(ppo: PPOConfig, where: str = "ppo") -> None:
             raise ConfigError(f"{where}.{key} must be > 0, got {getattr(ppo, key)}")
     if ppo.learning_rate > 10:  # Adam's first step would overflow float32 long before 1e38
         raise ConfigError(f"{where}.learning_rate must be in (0, 10], got {ppo.learning_rate}")
+    if ppo.max_minibatch_size < 0:
+        raise ConfigError(f"{where}.max_minibatch_size must be >= 0, got {ppo.max_minibatch_size}")
+    minibatch = batch // ppo.num_minibatches  # per agent: agents multiply both sides
+    if 0 < ppo.max_minibatch_size < minibatch and minibatch % ppo.max_minibatch_size:
+        raise ConfigError(
+            f"{where}: minibatches of {minibatch} samples (num_envs * num_steps / num_minibatches)"
+            f" do not split into chunks of {where}.max_minibatch_size = {ppo.max_minibatch_size};"
+            " choose a divisor of it, or 0"
+        )
     for key in ("ent_coef", "vf_coef", "target_kl"):
         if getattr(ppo, key) < 0:
             raise ConfigError(f"{where}.{key} must be >= 0, got {getattr(ppo, key)}")
@@ -123,6 +136,15 @@ def check_model(ppo: PPOConfig, model, where: str = "ppo") -> None:
             f"{where}: {sequences} sequences per rollout (num_envs * num_steps / bptt_horizon) "
             f"do not split into {where}.num_minibatches = {ppo.num_minibatches} equal minibatches"
         )
+    per = sequences // ppo.num_minibatches
+    if 0 < ppo.max_minibatch_size < per * ppo.bptt_horizon:  # chunks of whole sequences
+        chunk = ppo.max_minibatch_size // ppo.bptt_horizon
+        if chunk < 1 or per % chunk:
+            raise ConfigError(
+                f"{where}.max_minibatch_size = {ppo.max_minibatch_size} must hold a whole number "
+                f"of {where}.bptt_horizon = {ppo.bptt_horizon}-step sequences dividing the "
+                f"{per} sequences of a minibatch (model.core = {model.core!r})"
+            )
 
 
 # ------------------------------------------------------------------------------- SETUP
@@ -173,11 +195,18 @@ class Trainer(TrainerBase):
         # a recurrent policy's state entering each step: states[t] goes into step t (restarted
         # inside the policy where episode_starts[t]); states[0] carries over between rollouts
         self.states = None
+        # gradient accumulation: chunks of a minibatch along its last index dimension
+        # (transitions, or whole sequences for a recurrent policy); None: one piece
+        self.chunk = None
+        if 0 < args.max_minibatch_size < self.minibatch_size:
+            self.chunk = args.max_minibatch_size
         if self.recurrent:
             self.states = torch.zeros((T + 1, N, state_size), device=dev)
             self.horizon = args.bptt_horizon
             self.sequences = T // self.horizon * N
             self.sequences_per_minibatch = self.sequences // args.num_minibatches
+            if self.chunk is not None:
+                self.chunk //= self.horizon
         self.obs[0].copy_(env.obs)
         # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
         self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
@@ -290,8 +319,12 @@ class Trainer(TrainerBase):
         logits, values = self.policy.unroll(self.b_obs[mb], initial, self.b_starts[mb])
         return logits.reshape(-1, logits.shape[-1]), values.reshape(-1)
 
-    def loss(self, mb) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO loss of minibatch ``mb`` and its stats ``[pg, v, entropy, approx_kl, clipfrac]``."""
+    def loss(self, mb, norm=None, share: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """PPO loss of minibatch ``mb`` and its stats ``[pg, v, entropy, approx_kl, clipfrac]``.
+
+        For one chunk of a larger minibatch: ``norm`` is the whole minibatch's advantage
+        ``(mean, std)`` and ``share`` the chunk's fraction of its samples, so the chunks' losses
+        and stats add up to the whole minibatch's (every term is a mean over samples)."""
         args = self.args
         with self.ctx.autocast():
             logits, new_values = self.evaluate_actions(mb)
@@ -299,12 +332,13 @@ class Trainer(TrainerBase):
         mb = mb.reshape(-1)
         log_probs = F.log_softmax(logits, dim=1)
         new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
-        entropy = -(log_probs.exp() * log_probs).sum(1).mean()
+        entropy = -(log_probs.exp() * log_probs).sum(1).mean() * share
         log_ratio = new_logprob - self.b_logprobs[mb]
         ratio = log_ratio.exp()
         mb_adv = self.b_advantages[mb]
         if args.norm_adv:
-            mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+            mean, std = (mb_adv.mean(), mb_adv.std()) if norm is None else norm
+            mb_adv = (mb_adv - mean) / (std + 1e-8)
         pg_loss = torch.max(
             -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
         ).mean()
@@ -316,19 +350,41 @@ class Trainer(TrainerBase):
             )
         else:
             v_loss = 0.5 * ((new_values - b_returns) ** 2).mean()
+        pg_loss, v_loss = pg_loss * share, v_loss * share
         loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
         with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean()
-            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+            approx_kl = ((ratio - 1) - log_ratio).mean() * share
+            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean() * share
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
         return loss, stats
 
     def _train_step(self, mb: torch.Tensor) -> torch.Tensor:
         """One optimizer step on minibatch ``mb`` (loss, backward, clipping, the step; skipped
-        when not finite); returns the loss stats. ``run.compile`` compiles it whole."""
-        loss, stats = self.loss(mb)
+        when not finite); returns the loss stats. ``run.compile`` compiles it whole.
+
+        With ``ppo.max_minibatch_size`` smaller than the minibatch, the minibatch is processed
+        in chunks whose gradients accumulate before the one step."""
+        if self.chunk is None:
+            loss, stats = self.loss(mb)
+            losses = loss
+        else:
+            norm = None
+            if self.args.norm_adv:  # the whole minibatch's statistics, as without chunks
+                adv = self.b_advantages[mb.reshape(-1)]
+                norm = (adv.mean(), adv.std())
+            parts = mb.split(self.chunk, dim=-1)
+            stats = torch.zeros(5, device=self.device)
+
+            def chunk_losses():
+                nonlocal stats
+                for part in parts:
+                    loss, part_stats = self.loss(part, norm, part.shape[-1] / mb.shape[-1])
+                    stats = stats + part_stats
+                    yield loss
+
+            losses = chunk_losses()
         self.ctx.optimizer_step(
-            self.optimizer, loss, self.policy.parameters(), self.args.max_grad_norm
+            self.optimizer, losses, self.policy.parameters(), self.args.max_grad_norm
         )
         return stats
 
