@@ -31,6 +31,7 @@ else:  # pragma: no cover
 
 from fasttrain import games
 from fasttrain.curriculum import METRICS, Stage, stage_params
+from fasttrain.dashboards import WANDB_MODES
 from fasttrain.device import AMP_MODES, DEVICES
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import shape_params
@@ -106,6 +107,24 @@ class LogConfig:
     """write a metrics.csv row every this many iterations (rows do not depend on timing)"""
     progress: bool = True
     """show a progress bar when stdout is a terminal"""
+    tensorboard: bool = False
+    """also write the metrics.csv rows as TensorBoard scalars in RUN_DIR/tensorboard (extra
+    tensorboard)"""
+    wandb: str = "off"
+    """off | offline | online: also log the metrics.csv rows to Weights & Biases (extra wandb;
+    offline writes RUN_DIR/wandb for `wandb sync`)"""
+    wandb_project: str = "fasttrain"
+    """W&B project"""
+    wandb_name: str = ""
+    """W&B run name ("": the run directory's name)"""
+    curves: bool = True
+    """write RUN_DIR/curves.png (return and score over steps) at the end, when matplotlib is
+    installed (extra plot)"""
+    replay: bool = False
+    """write RUN_DIR/replay.gif of the final policy playing one environment at the end (extra
+    media)"""
+    replay_steps: int = 300
+    """steps in replay.gif"""
 
 
 FIXED_SECTIONS = {"run": RunConfig, "game": GameConfig, "model": ModelConfig, "log": LogConfig}
@@ -144,6 +163,7 @@ CHOICES = {
     ("model", "activation"): ("tanh", "relu"),
     ("model", "core"): CORES,
     ("dqn", "loss"): ("huber", "mse"),
+    ("log", "wandb"): WANDB_MODES,
 }
 
 
@@ -655,6 +675,8 @@ def validate(config: Config) -> None:
         learner.check_model(config.learner(), config.model, config.run.algo)
     if config.log.interval_s <= 0:
         raise ConfigError("log.interval_s must be > 0")
+    if config.log.replay_steps < 1:
+        raise ConfigError(f"log.replay_steps must be >= 1, got {config.log.replay_steps}")
     check_curriculum(config)
 
 

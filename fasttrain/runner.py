@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 import torch
 
-from fasttrain import checkpoint
+from fasttrain import checkpoint, dashboards
 from fasttrain import config as cfg
 from fasttrain.config import CONFIG_HEADER, Config, to_toml
 from fasttrain.curriculum import Curriculum
@@ -135,6 +135,25 @@ def json_safe(value):
     return value if not isinstance(value, float) or math.isfinite(value) else None
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` as ``1h02m``, ``3m07s`` or ``42s``."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def eta(trainer, planned: int, first_step: int, start: float, now: float) -> str:
+    """``"ETA 3m07s | "``: the time the run's remaining steps take at its mean speed since
+    this process started (empty before a step, and at the end)."""
+    done, left = trainer.global_step - first_step, planned - trainer.global_step
+    if done <= 0 or left <= 0 or now <= start:
+        return ""
+    return f"ETA {duration(left * (now - start) / done)} | "
+
+
 def trim_metrics(path: Path, global_step: int) -> list[str] | None:
     """Drop rows of ``path`` past ``global_step`` (a resume repeats them) and a last row cut
     short (a full disk or a kill mid-write); returns the header."""
@@ -190,6 +209,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         raise ConfigError(
             f"{out} already holds a run; continue it with --resume {out} or choose another --out"
         )
+    dashboards.check(config.log)  # a missing extra fails in one line before compiling
     trainer = LEARNERS[config.run.algo].trainer(config, warn=echo)
     identity = checkpoint.identity(config, trainer.env.num_envs, trainer.env.obs_shape)
     if state is not None:
@@ -249,6 +269,11 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     metrics_path = out / "metrics.csv"
     columns = trim_metrics(metrics_path, trainer.global_step) if resuming else None
     metrics_file = open(metrics_path, "a" if columns else "w", newline="")
+    try:  # the dashboards get the rows metrics.csv gets
+        sinks = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
+    except BaseException:
+        metrics_file.close()
+        raise
     writer = None  # made at the first row: its columns follow the learner's losses
     time_offset = state.get("time_s", 0.0) if state else 0.0
     episode = dict(state.get("episode", NO_EPISODE)) if state else dict(NO_EPISODE)
@@ -260,7 +285,9 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     echo_time, echo_step = start, trainer.global_step
     consecutive_skips, skip_updates = 0, trainer.ctx.updates
     show_bar = config.log.progress and sys.stdout.isatty()
-    bar = click.progressbar(length=planned, label="training") if show_bar else None
+    bar = None
+    if show_bar:  # click shows the ETA beside the bar, from the steps left and its own timing
+        bar = click.progressbar(length=planned, label="training", show_eta=True)
     if bar is not None:
         bar.update(trainer.global_step)
 
@@ -360,6 +387,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                     try:
                         writer.writerow(row)
                         metrics_file.flush()
+                        for sink in sinks:
+                            sink.write(row)
                     except OSError as exc:  # a full disk: say so, keep the last checkpoint
                         raise RunError(
                             f"{exc.strerror.lower()} writing {metrics_path}; the last "
@@ -379,7 +408,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                     )
                     echo(
                         f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
-                        f"{sps:>9,.0f} {sps_unit} | {at}return {episode['return']:7.2f} | "
+                        f"{sps:>9,.0f} {sps_unit} | {eta(trainer, planned, first_step, start, now)}"
+                        f"{at}return {episode['return']:7.2f} | "
                         f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
                         + " ".join(
                             f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()
@@ -404,6 +434,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     finally:
         with contextlib.suppress(OSError):  # rows that could not be written were reported
             metrics_file.close()
+        dashboards.close_sinks(sinks)
         if bar is not None:
             bar.render_finish()
 
