@@ -6,9 +6,18 @@
 
 ``make``, ``VecEnv`` and ``games`` load on first use, so ``fasttrain --help`` and a Ctrl-C at
 start-up stay quick and clean (torch and Numba take seconds to import).
+
+Gymnasium: every single-agent game is registered as ``fasttrain/<Name>-v0`` (see
+``fasttrain.adapters.gym``) as soon as both fasttrain and gymnasium are imported, in either
+order, without importing gymnasium here: if it is already imported the ids are registered now,
+else a one-shot import hook registers them right after gymnasium's own import finishes.
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
 
 __version__ = "0.1.0"
 __all__ = ["VecEnv", "games", "make", "__version__"]
@@ -22,3 +31,41 @@ def __getattr__(name: str):
     value = module if name == "games" else getattr(module, name)
     globals()[name] = value
     return value
+
+
+def _register_gym_envs() -> None:
+    try:
+        from fasttrain.adapters.gym import register_envs
+
+        register_envs()
+    except Exception as exc:  # noqa: BLE001 - never break the user's own gymnasium import
+        warnings.warn(
+            f"fasttrain: could not register its games with gymnasium: {exc}", stacklevel=2
+        )
+
+
+class _AfterGymnasium(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when ``gymnasium`` is about to be imported, it wraps the real
+    loader's ``exec_module`` so fasttrain's ids are registered once gymnasium is complete."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "gymnasium":
+            return None
+        sys.meta_path.remove(self)  # one shot; and the real finders answer below
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_then_register(module):
+            run(module)
+            _register_gym_envs()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+if "gymnasium" in sys.modules:
+    _register_gym_envs()
+elif not any(isinstance(finder, _AfterGymnasium) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AfterGymnasium())

@@ -24,6 +24,18 @@ a of environment i in row ``i * num_agents + a``. Each row has its own episodes 
 lives), rewards, ``terminated``/``truncated`` and ``final_obs``; ``render()`` gives one picture
 per environment, not per row. One policy acting for every row is self-play with shared weights.
 For separate policies per agent use ``fasttrain.adapters.pettingzoo``.
+
+One plain environment: ``GymEnv`` is a single ``gymnasium.Env`` of one single-agent game, so
+Gymnasium's and Stable-Baselines3's ``check_env`` and any tool written for one environment work.
+Every single-agent game is registered with Gymnasium as ``fasttrain/<Name>-v0`` once both
+fasttrain and gymnasium are imported (in either order; see ``fasttrain/__init__.py``):
+
+>>> import gymnasium, fasttrain
+>>> env = gymnasium.make("fasttrain/Snake-v0", height=8, width=8)   # game params as kwargs
+>>> obs, info = env.reset(seed=0)
+
+Ids: ``gym_id(game)``, e.g. ``fasttrain/CartPole-v0``, ``fasttrain/MinAtar-Breakout-v0``,
+``fasttrain/MinAtar-SpaceInvaders-v0``.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from typing import Any
 import numpy as np
 
 try:
+    import gymnasium
     from gymnasium import spaces
     from gymnasium.vector import AutoresetMode, VectorEnv
     from gymnasium.vector.utils import batch_space
@@ -156,4 +169,111 @@ def make_vec(
     return GymVectorEnv(env, copy=copy, render_mode=render_mode)
 
 
-__all__ = ["GymVectorEnv", "make_vec", "observation_space"]
+class GymEnv(gymnasium.Env):
+    """One environment of a single-agent game as a plain ``gymnasium.Env`` (on the CPU).
+
+    ``step`` returns the episode's final observation when it ends (the game has already
+    restarted inside the step; the next ``reset()`` returns that fresh start without another
+    reset). ``reset(seed=s)`` reseeds, so the same seed and actions replay the same episode.
+    ``render_mode``: ``"ansi"`` (the game's text picture) or ``"rgb_array"`` (its colour
+    picture, for games with ``render_rgb``); after an episode's last step they show the next
+    episode's start. Extra keyword arguments set the game's params.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 10}
+
+    def __init__(self, game: str, render_mode: str | None = None, seed: int = 0, **params):
+        self.env = fasttrain.make(game, num_envs=1, backend="cpu", seed=seed, **params)
+        if self.env.num_agents > 1:
+            raise ValueError(
+                f"{game!r} has {self.env.num_agents} agents per environment, not one: use "
+                "fasttrain.adapters.gym.make_vec (one row per agent) or "
+                "fasttrain.adapters.pettingzoo"
+            )
+        if render_mode not in (None, "ansi", "rgb_array"):
+            raise ValueError(
+                f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}"
+            )
+        if render_mode == "rgb_array" and self.env.spec.render_rgb is None:
+            raise ValueError(f"game {game!r} has no colour pictures; use render_mode='ansi'")
+        self.game = game
+        self.render_mode = render_mode
+        modes = ["ansi"] + (["rgb_array"] if self.env.spec.render_rgb is not None else [])
+        self.metadata = {**self.metadata, "render_modes": modes}
+        self.observation_space = observation_space(self.env.spec, self.env.params)
+        self.action_space = spaces.Discrete(self.env.num_actions)
+        arrays = self.env.arrays
+        self._obs, self._final_obs = arrays["obs"], arrays["final_obs"]
+        self._rewards = arrays["rewards"]
+        self._terminated, self._truncated = arrays["terminated"], arrays["truncated"]
+        self._actions = np.zeros(1, dtype=np.int64)
+        self._fresh = True  # the env stands at an episode's start (made, or restarted)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode; ``seed`` reseeds the game's random stream first."""
+        if options:
+            raise ValueError(f"reset options are not supported, got keys {sorted(options)}")
+        super().reset(seed=seed)
+        if seed is not None:
+            self.env.reset(int(seed) % 2**64)
+        elif not self._fresh:  # mid-episode: start over (an ended episode already restarted)
+            self.env.reset()
+        self._fresh = False
+        return self._obs[0].copy(), {}
+
+    def step(self, action):
+        """One step; at an episode's end the observation is that episode's last one."""
+        if not self.action_space.contains(action):
+            raise ValueError(f"action must be an int in [0, {self.action_space.n}), got {action!r}")
+        self._actions[0] = int(action)
+        self.env.step(self._actions)
+        terminated, truncated = bool(self._terminated[0]), bool(self._truncated[0])
+        ended = terminated or truncated
+        obs = (self._final_obs if ended else self._obs)[0].copy()
+        self._fresh = ended
+        return obs, float(self._rewards[0]), terminated, truncated, {}
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self.env.render(0)
+        if self.render_mode == "rgb_array":
+            return self.env.render_rgb(0)
+        return None
+
+    def __repr__(self):
+        return f"GymEnv({self.game!r})"
+
+
+_WORDS = {"cartpole": "CartPole", "minatar": "MinAtar"}
+
+
+def gym_id(game: str) -> str:
+    """Gymnasium id of a game: ``snake`` -> ``fasttrain/Snake-v0``, ``minatar-space_invaders``
+    -> ``fasttrain/MinAtar-SpaceInvaders-v0``."""
+
+    def word(part: str) -> str:
+        return "".join(_WORDS.get(w, w[:1].upper() + w[1:]) for w in part.split("_"))
+
+    return "fasttrain/" + "-".join(word(part) for part in game.split("-")) + "-v0"
+
+
+def register_envs() -> list[str]:
+    """Register every single-agent game with Gymnasium (``gym_id``); returns the ids. Safe to
+    call again: ids already there are left alone."""
+    from fasttrain import games
+
+    ids = []
+    for name in games.names():
+        spec = games.get(name)
+        if spec.agents(spec.make_params()) != 1:
+            continue
+        env_id = gym_id(name)
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                id=env_id, entry_point="fasttrain.adapters.gym:GymEnv", kwargs={"game": name}
+            )
+        ids.append(env_id)
+    return ids
+
+
+__all__ = ["GymEnv", "GymVectorEnv", "gym_id", "make_vec", "observation_space", "register_envs"]
