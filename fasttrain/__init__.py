@@ -35,7 +35,7 @@ def __getattr__(name: str):
 
 def _register_gym_envs() -> None:
     try:
-        from fasttrain.adapters.gym import register_envs
+        from fasttrain.adapters.gym_registry import register_envs
 
         register_envs()
     except Exception as exc:  # noqa: BLE001 - never break the user's own gymnasium import

@@ -180,12 +180,19 @@ def games():
     help="Frames per second on a terminal (0: as fast as possible).",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
-def play(game, policy, checkpoint, steps, fps, seed):
-    """Watch one environment play in the terminal."""
+@click.option(
+    "--gif",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write an animated GIF of the --steps steps here instead (extra media).",
+)
+def play(game, policy, checkpoint, steps, fps, seed, gif):
+    """Watch one environment play in the terminal, or write it as an animated GIF."""
     import torch
 
     import fasttrain
     from fasttrain import games as registry
+    from fasttrain.errors import ConfigError
     from fasttrain.evaluate import choose
 
     if game not in registry.names():
@@ -195,19 +202,44 @@ def play(game, policy, checkpoint, steps, fps, seed):
     policy = policy or ("checkpoint" if checkpoint else "random")
     if policy == "checkpoint" and not checkpoint:
         raise click.UsageError("--policy checkpoint needs --checkpoint DIR")
+    if gif is not None:
+        from fasttrain import media
+
+        if fps <= 0:
+            raise click.BadParameter("a GIF needs --fps > 0", param_hint="--fps")
+        if registry.get(game).render_rgb is None:
+            drawn = [n for n in registry.names() if registry.get(n).render_rgb is not None]
+            raise click.BadParameter(
+                f"{game!r} has no colour pictures; games with them: {', '.join(drawn)}",
+                param_hint="--game",
+            )
+        try:
+            media.check_gif_path(gif)
+            media.check_media()
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     act = None
     game_params = {}
+    repeat = 1
     if checkpoint:
-        from fasttrain.checkpoint import load_agent
-        from fasttrain.errors import ConfigError
+        from fasttrain.checkpoint import load, load_agent, saved_config
 
         try:
             agent, game_params = load_agent(checkpoint, game)
+            repeat = saved_config(checkpoint, load(checkpoint)).run.action_repeat
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
         act = agent
-    env = fasttrain.make(game, num_envs=1, backend="cpu", seed=seed, **game_params)
+    env = fasttrain.make(
+        game, num_envs=1, backend="cpu", seed=seed, action_repeat=repeat, **game_params
+    )
     generator = torch.Generator().manual_seed(seed)
+    if gif is not None:
+        frames = media.replay_frames(env, steps, act, generator)
+        media.write_gif(gif, frames, fps)
+        height, width = frames[0].shape[:2]
+        click.echo(f"wrote {gif}: {len(frames)} frames of {width}x{height} at {fps:g} fps")
+        return
     interactive = sys.stdout.isatty()
     # with several agents the frame shows the whole world; the status follows agent 0
     who = "" if env.num_agents == 1 else f"agent 0 of {env.num_agents}  "
@@ -417,6 +449,35 @@ def sweep_command(config_file, out, trials, sets, seed):
         sys.exit(getattr(exc, "exit_code", 130))
     if not any(r.state == "complete" for r in results):
         raise click.ClickException("no trial completed; the notes above say why")
+
+
+@main.command("plot")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--x",
+    "x_axis",
+    type=click.Choice(["steps", "time"]),
+    default="steps",
+    show_default=True,
+    help="Environment steps (global_step) or seconds of training (time_s).",
+)
+@click.option(
+    "--y",
+    "ys",
+    multiple=True,
+    help="metrics.csv column, once per panel. [default: charts/episodic_return]",
+)
+@click.option("--out", type=click.Path(dir_okay=False), default="curves.png", show_default=True)
+def plot(run_dirs, x_axis, ys, out):
+    """Overlay the learning curves of runs in one PNG (extra plot)."""
+    from fasttrain.errors import ConfigError
+    from fasttrain.plot import plot_runs
+
+    try:
+        path = plot_runs(run_dirs, out, x_axis, ys)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {path} ({len(run_dirs)} run{'s' if len(run_dirs) > 1 else ''})")
 
 
 from fasttrain.bench import bench  # noqa: E402

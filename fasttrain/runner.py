@@ -68,6 +68,7 @@ SHORT = {
 }
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
 NO_EPISODE = {"return": math.nan, "length": math.nan, "score": math.nan}
+REPLAY_FPS = 20  # frames per second of a run's replay.gif
 STAGE_COLUMN = "curriculum/stage"  # 1-based stage the row's last iteration played in
 
 
@@ -173,6 +174,39 @@ def trim_metrics(path: Path, global_step: int) -> list[str] | None:
     return header
 
 
+def pictures(config: Config, trainer, out: Path, echo) -> None:
+    """At a run's end: ``curves.png`` (``log.curves``, when matplotlib is installed) and
+    ``replay.gif`` of the final policy (``log.replay``). A picture that cannot be made is
+    reported in one line; the run's results stand."""
+    if config.log.curves:
+        from fasttrain.plot import write_curves
+
+        try:
+            write_curves(out)
+        except Exception as exc:  # noqa: BLE001 - a picture never fails a finished run
+            echo(f"warning: curves.png not written: {str(exc).splitlines()[0]}")
+    if config.log.replay:
+        import fasttrain
+        from fasttrain import media
+        from fasttrain.checkpoint import load_agent
+
+        try:  # the saved policy, greedy, in a fresh environment seeded with the run's seed
+            act, params = load_agent(out)
+            env = fasttrain.make(
+                config.game.name,
+                num_envs=1,
+                backend="cpu",
+                seed=config.run.seed,
+                action_repeat=config.run.action_repeat,
+                **params,
+            )
+            frames = media.replay_frames(env, config.log.replay_steps, act)
+            path = media.write_gif(out / "replay.gif", frames, REPLAY_FPS)
+            echo(f"replay: {path} ({len(frames)} frames)")
+        except Exception as exc:  # noqa: BLE001
+            echo(f"warning: replay.gif not written: {str(exc).splitlines()[0]}")
+
+
 def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> dict:
     """Train with ``config`` (any registered learner) into the run directory ``out``, or
     continue the run in ``resume``; returns the run summary.
@@ -210,6 +244,10 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
             f"{out} already holds a run; continue it with --resume {out} or choose another --out"
         )
     dashboards.check(config.log)  # a missing extra fails in one line before compiling
+    if config.log.replay:
+        from fasttrain import media
+
+        media.check_media()
     trainer = LEARNERS[config.run.algo].trainer(config, warn=echo)
     identity = checkpoint.identity(config, trainer.env.num_envs, trainer.env.obs_shape)
     if state is not None:
@@ -460,6 +498,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         name = signal.Signals(stopped_by).name
         echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
         raise RunInterrupted(stopped_by)
+    pictures(config, trainer, out, echo)
     echo(
         f"done: {summary['global_step']:,} {unit} in {elapsed:.1f} s "
         f"({summary['sps']:,.0f} {sps_unit}) | "

@@ -445,6 +445,32 @@ def render_text(state, params, crop: int = 48) -> str:
     return "\n".join(rows)
 
 
+# colours of map tiles (empty, food, corpse, wall), then snakes' bodies and heads by index
+_TILE_RGB = np.array([[20, 20, 28], [230, 60, 60], [120, 80, 60], [110, 110, 120]], np.uint8)
+_SNAKE_RGB = np.array(
+    [[60, 170, 80], [70, 130, 220], [220, 180, 50], [180, 90, 200], [60, 190, 190],
+     [230, 130, 60], [150, 150, 150], [200, 90, 120]],
+    dtype=np.uint8,
+)  # fmt: skip
+
+
+def render_rgb(state, obs, params) -> np.ndarray:
+    """uint8 ``(height, width, 3)``, one pixel per cell: dark floor, red food, brown corpses,
+    grey walls; snake k in colour k % 8 (agent 0 green), its head lighter."""
+    h, w = params.height, params.width
+    grid = np.asarray(state["grid"]).reshape(h, w).astype(np.int64)
+    image = np.empty((h, w, 3), dtype=np.uint8)
+    tiles = grid < SNAKE
+    image[tiles] = _TILE_RGB[np.minimum(grid[tiles], len(_TILE_RGB) - 1)]
+    image[~tiles] = _SNAKE_RGB[(grid[~tiles] - SNAKE) % len(_SNAKE_RGB)]
+    for k in range(params.num_snakes + params.max_bots):
+        if state["length"][k] > 0:
+            r, c = divmod(int(state["head"][k]), w)
+            colour = _SNAKE_RGB[k % len(_SNAKE_RGB)].astype(np.int64)
+            image[r, c] = (colour + 255) // 2  # halfway to white
+    return image
+
+
 SPEC = GameSpec(
     name="arena",
     params_cls=ArenaParams,
@@ -455,6 +481,7 @@ SPEC = GameSpec(
     reset_one=reset_one,
     step_one=step_one,
     render_text=render_text,
+    render_rgb=render_rgb,
     num_agents=lambda p: p.num_snakes,
     observe=observe,
     reset_agent=reset_agent,

@@ -180,6 +180,34 @@ def render_text(state, params) -> str:
     )
 
 
+# the picture: 60 x 96 pixels, the track 2.4 m either side across its width
+RGB_HEIGHT, RGB_WIDTH, RGB_TRACK_ROW, RGB_POLE = 60, 96, 46, 30
+SKY, TRACK, CART, POLE = (245, 245, 240), (90, 90, 90), (40, 40, 40), (200, 140, 60)
+
+
+def render_rgb(state, obs, params) -> np.ndarray:
+    """uint8 ``(60, 96, 3)``: the track, the cart at ``x`` (the thresholds at the edges) and the
+    pole at angle ``theta`` from upright (leaning right for theta > 0, as x grows right)."""
+    image = np.empty((RGB_HEIGHT, RGB_WIDTH, 3), dtype=np.uint8)
+    image[...] = SKY
+    image[RGB_TRACK_ROW, :] = TRACK
+    x, theta = float(state["x"]), float(state["theta"])
+    span = 2.0 * params.x_threshold
+    col = int(round((x + params.x_threshold) / span * (RGB_WIDTH - 1)))
+    col = min(max(col, 0), RGB_WIDTH - 1)
+    left, right = max(col - 6, 0), min(col + 7, RGB_WIDTH)
+    image[RGB_TRACK_ROW - 5 : RGB_TRACK_ROW + 1, left:right] = CART
+    top = RGB_TRACK_ROW - 5  # the pole's pivot: the top of the cart
+    for k in range(RGB_POLE):  # one pixel per unit of length along the pole
+        r = int(round(top - k * math.cos(theta)))
+        c = int(round(col + k * math.sin(theta)))
+        if 0 <= r < RGB_HEIGHT and 0 <= c < RGB_WIDTH:
+            image[r, c] = POLE
+            if c + 1 < RGB_WIDTH:
+                image[r, c + 1] = POLE  # two pixels wide
+    return image
+
+
 SPEC = GameSpec(
     name="cartpole",
     params_cls=CartPoleParams,
@@ -190,6 +218,7 @@ SPEC = GameSpec(
     reset_one=reset_one,
     step_one=step_one,
     render_text=render_text,
+    render_rgb=render_rgb,
 )
 
 

@@ -256,6 +256,26 @@ def render_text(state, params) -> str:
     return "\n".join([frame, *("|" + "".join(row) + "|" for row in rows), frame])
 
 
+# colours: empty, body, head, fruit
+PALETTE = np.array([[24, 24, 32], [60, 170, 80], [170, 240, 120], [230, 60, 60]], dtype=np.uint8)
+
+
+def render_rgb(state, obs, params) -> np.ndarray:
+    """uint8 ``(height, width, 3)``, one pixel per cell: dark board, green body, light-green
+    head, red fruit."""
+    h, w = params.height, params.width
+    code = np.zeros(h * w, dtype=np.int64)
+    cells = h * w
+    n, tail = int(state["length"]), int(state["tail"])
+    ring = (tail + np.arange(n)) % cells
+    body = np.asarray(state["body"])[ring].astype(np.int64)
+    code[body] = 1
+    code[body[-1]] = 2  # the head: the last cell of the ring
+    if int(state["fruit"]) >= 0:
+        code[int(state["fruit"])] = 3
+    return PALETTE[code.reshape(h, w)]
+
+
 SPEC = GameSpec(
     name="snake",
     params_cls=SnakeParams,
@@ -266,6 +286,7 @@ SPEC = GameSpec(
     reset_one=reset_one,
     step_one=step_one,
     render_text=render_text,
+    render_rgb=render_rgb,
 )
 
 

@@ -244,36 +244,6 @@ class GymEnv(gymnasium.Env):
         return f"GymEnv({self.game!r})"
 
 
-_WORDS = {"cartpole": "CartPole", "minatar": "MinAtar"}
-
-
-def gym_id(game: str) -> str:
-    """Gymnasium id of a game: ``snake`` -> ``fasttrain/Snake-v0``, ``minatar-space_invaders``
-    -> ``fasttrain/MinAtar-SpaceInvaders-v0``."""
-
-    def word(part: str) -> str:
-        return "".join(_WORDS.get(w, w[:1].upper() + w[1:]) for w in part.split("_"))
-
-    return "fasttrain/" + "-".join(word(part) for part in game.split("-")) + "-v0"
-
-
-def register_envs() -> list[str]:
-    """Register every single-agent game with Gymnasium (``gym_id``); returns the ids. Safe to
-    call again: ids already there are left alone."""
-    from fasttrain import games
-
-    ids = []
-    for name in games.names():
-        spec = games.get(name)
-        if spec.agents(spec.make_params()) != 1:
-            continue
-        env_id = gym_id(name)
-        if env_id not in gymnasium.registry:
-            gymnasium.register(
-                id=env_id, entry_point="fasttrain.adapters.gym:GymEnv", kwargs={"game": name}
-            )
-        ids.append(env_id)
-    return ids
-
+from fasttrain.adapters.gym_registry import gym_id, register_envs  # noqa: E402
 
 __all__ = ["GymEnv", "GymVectorEnv", "gym_id", "make_vec", "observation_space", "register_envs"]

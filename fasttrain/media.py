@@ -1,0 +1,118 @@
+"""Replays: colour frames of one environment and animated GIFs of them (extra ``media``).
+
+>>> import fasttrain
+>>> from fasttrain.media import replay_frames, write_gif
+>>> env = fasttrain.make("snake", num_envs=1, seed=0)
+>>> write_gif("snake.gif", replay_frames(env, steps=200), fps=15)
+
+Frames come from the game's ``render_rgb`` (one pixel per cell for grid games), scaled up by
+whole pixels so the picture is about 256 pixels on its longer side. Pillow writes the GIF;
+every frame has few colours, so the GIF holds them exactly (a GIF palette has 256).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from fasttrain.errors import ConfigError
+
+TARGET_SIDE = 256  # pixels on the longer side of an upscaled frame (at least)
+
+
+def scale_for(shape) -> int:
+    """The whole-pixel scale that brings a frame's longer side to about ``TARGET_SIDE``."""
+    return max(1, round(TARGET_SIDE / max(shape[0], shape[1])))
+
+
+def upscale(frame: np.ndarray, scale: int) -> np.ndarray:
+    """Each pixel of ``frame`` (H, W, 3) as a ``scale`` x ``scale`` block (nearest neighbour)."""
+    if scale == 1:
+        return np.ascontiguousarray(frame)
+    return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
+
+
+def check_gif_path(path) -> Path:
+    """``path`` if a GIF can be written there (its folder exists), else one-line ConfigError."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write {path}: folder {path.parent} does not exist")
+    return path
+
+
+def _pil_image():
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ConfigError("GIF replays need Pillow: pip install 'fasttrain[media]'") from None
+    return Image
+
+
+def check_media() -> None:
+    """Pillow is importable (else one line naming the extra), before any work."""
+    _pil_image()
+
+
+def replay_frames(env, steps: int, act=None, generator=None, scale: int | None = None) -> list:
+    """Frames of environment 0 of ``env`` (a ``fasttrain.VecEnv``): the current state, then one
+    frame after each of ``steps`` steps (``steps + 1`` frames), each upscaled by ``scale``
+    (default: ``scale_for``). Actions: uniformly random for every row (seeded by
+    ``generator``), or ``act`` (an ``obs -> actions`` callable such as a trained agent; a
+    recurrent one gets the episode starts). Episodes restart inside the step as in training."""
+    import torch
+
+    from fasttrain.evaluate import choose
+
+    if env.spec.render_rgb is None:
+        raise ConfigError(f"game {env.game!r} has no colour pictures (render_rgb)")
+    first = env.render_rgb(0)
+    scale = scale or scale_for(first.shape)
+    frames = [upscale(first, scale)]
+    episode_starts = None
+    with torch.inference_mode():
+        for _ in range(steps):
+            if act is None:
+                actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
+            else:
+                actions = choose(act, env.obs, episode_starts)
+            env.step(actions)
+            episode_starts = env.terminated | env.truncated
+            frames.append(upscale(env.render_rgb(0), scale))
+    return frames
+
+
+def frame_ms(fps: float) -> int:
+    """Milliseconds per GIF frame at ``fps``: GIF counts hundredths of a second, so the time is
+    rounded to 10 ms (at least 10)."""
+    return max(1, round(100.0 / fps)) * 10
+
+
+def write_gif(path, frames, fps: float = 10.0) -> Path:
+    """An animated GIF of ``frames`` (uint8 (H, W, 3), all one size) at ``fps``, looping; written
+    atomically (a temp file in the same folder, then a rename). Pillow merges a frame identical
+    to the one before into it (their times add up), so a still scene takes one frame."""
+    if fps <= 0:
+        raise ConfigError(f"fps must be > 0 for a GIF, got {fps}")
+    if not frames:
+        raise ConfigError("a GIF needs at least one frame")
+    path = check_gif_path(path)
+    Image = _pil_image()
+    images = [Image.fromarray(np.asarray(f, dtype=np.uint8), mode="RGB") for f in frames]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        images[0].save(
+            tmp,
+            format="GIF",
+            save_all=True,
+            append_images=images[1:],
+            duration=frame_ms(fps),
+            loop=0,
+            optimize=False,
+            disposal=1,
+        )
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
