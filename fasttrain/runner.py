@@ -324,10 +324,10 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     consecutive_skips, skip_updates = 0, trainer.ctx.updates
     show_bar = config.log.progress and sys.stdout.isatty()
     bar = None
-    if show_bar:  # click shows the ETA beside the bar, from the steps left and its own timing
-        bar = click.progressbar(length=planned, label="training", show_eta=True)
-    if bar is not None:
-        bar.update(trainer.global_step)
+    if show_bar:  # click's ETA times the steps this process takes: a resume counts from its step
+        left = planned - trainer.global_step
+        label = "training" if not first_step else f"training from step {first_step:,}"
+        bar = click.progressbar(length=left, label=label, show_eta=True)
 
     def save():
         payload = trainer.state_dict()
