@@ -1,6 +1,8 @@
 """Action repeat inside the step launch: k game steps with one action, rewards summed, stopping
 at the episode's end; checked against k plain steps of a twin environment."""
 
+import json
+
 import pytest
 import torch
 
@@ -71,3 +73,37 @@ def test_repeat_needs_a_single_agent_game():
     with pytest.raises(ValueError, match="single-agent"):
         KernelEnv(spec, 2, "python", spec.make_params(), action_repeat=2)
     assert KernelEnv(spec, 1, "python", spec.make_params()).action_repeat == 1
+
+
+def test_eval_plays_a_run_with_its_action_repeat(tmp_path):
+    from click.testing import CliRunner
+
+    from fasttrain import config as cfg
+    from fasttrain.checkpoint import load_agent
+    from fasttrain.cli import main
+    from fasttrain.evaluate import evaluate
+    from fasttrain.runner import run
+
+    config = cfg.from_dict(
+        {
+            "run": {"action_repeat": 3},
+            "game": {
+                "name": "cartpole",
+                "cartpole": {"ppo": {"total_timesteps": 512, "num_envs": 16, "num_steps": 16}},
+            },
+            "model": {"hidden": 16},
+            "log": {"progress": False, "curves": False},
+        }
+    )
+    lines = []
+    run(config, out=tmp_path / "run", echo=lines.append)
+    assert "action repeat 3: each step plays up to 3 game steps" in lines[0]
+    json_path = tmp_path / "eval.json"
+    args = ["eval", "--run", str(tmp_path / "run"), "--episodes", "8", "--num-envs", "4"]
+    result = CliRunner().invoke(main, [*args, "--greedy", "--json", str(json_path)])
+    assert result.exit_code == 0, result.output
+    (reported,) = json.loads(json_path.read_text())["results"]
+    act, params = load_agent(tmp_path / "run")
+    repeated = evaluate("cartpole", params, act, 8, 4, 0, action_repeat=3)
+    plain = evaluate("cartpole", params, act, 8, 4, 0)
+    assert reported["return_mean"] == repeated.return_mean != plain.return_mean
