@@ -42,7 +42,9 @@ def checkpoint_path(path) -> Path:
 # ------------------------------------------------------------------------------- identity
 
 
-def identity(config, num_envs: int | None = None, obs_shape: tuple | None = None) -> dict:
+def identity(
+    config, num_envs: int | None = None, obs_shape: tuple | None = None, world: int = 1
+) -> dict:
     """What a checkpoint must share with a run to continue it (defaults: from ``config``)."""
     params = config.game_params()
     if num_envs is None:
@@ -56,6 +58,7 @@ def identity(config, num_envs: int | None = None, obs_shape: tuple | None = None
         "model": dataclasses.asdict(config.model),
         "num_envs": int(num_envs),
         "obs_shape": tuple(int(n) for n in obs_shape),
+        "world_size": int(world),  # data-parallel ranks (torchrun); 1 for one process
     }
 
 
@@ -70,13 +73,24 @@ def saved_identity(state: dict) -> dict | None:
 
 
 def check_identity(
-    state: dict, config, num_envs: int | None = None, obs_shape: tuple | None = None
+    state: dict,
+    config,
+    num_envs: int | None = None,
+    obs_shape: tuple | None = None,
+    world: int = 1,
 ) -> None:
     """Refuse, in one line naming the first difference, a checkpoint ``state`` of another run."""
     saved = saved_identity(state)
     if saved is None:
         return  # nothing recorded to compare; the learner's own checks still run
-    this = identity(config, num_envs, obs_shape)
+    this = identity(config, num_envs, obs_shape, world)
+    ranks = saved.get("world_size", 1)  # older checkpoints: one process
+    if ranks != world:
+        how = "in one process" if ranks == 1 else f"with --nproc {ranks} (torchrun)"
+        raise ConfigError(
+            f"checkpoint was written by {ranks} rank{'s' if ranks > 1 else ''} and this run has "
+            f"{world}; resume it {how}"
+        )
     if saved.get("game", this["game"]) != this["game"]:
         raise ConfigError(f"checkpoint is for game {saved['game']!r}, this run is {this['game']!r}")
     if saved.get("learner", this["learner"]) != this["learner"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -59,8 +60,18 @@ def main():
     metavar="SECTION.KEY=VALUE",
     help="Override one config key (repeatable), e.g. --set ppo.learning_rate=3e-4.",
 )
-def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
+@click.option(
+    "--nproc",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Data-parallel processes on this machine: starts torchrun --standalone "
+    "--nproc_per_node N (for several machines run torchrun yourself).",
+)
+def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, nproc):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
+    if nproc > 1:
+        _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets)
     # until the run's own handlers take over at its first iteration, a signal ends the process
     # at once in one line: start-up writes nothing a run would need (and a KeyboardInterrupt
     # inside an import can surface as another error, with a traceback)
@@ -76,6 +87,47 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
+def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
+    """Run ``torchrun --standalone --nproc_per_node N -m fasttrain run ...`` in this process;
+    a failed rank ends it with one line (torchrun's own report is a traceback) and the first
+    failure's exit code (130 / 143 after Ctrl-C / SIGTERM, where the ranks saved)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise click.UsageError("--nproc starts torchrun itself; under torchrun leave it out")
+    args = []
+    for flag, value in (
+        ("--game", game),
+        ("--algo", algo),
+        ("--steps", steps),
+        ("--num-envs", num_envs),
+        ("--device", device),
+        ("--seed", seed),
+        ("--out", out),
+        ("--resume", resume),
+        ("--config", config_file),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    for item in sets:
+        args += ["--set", item]
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun
+
+    try:
+        torchrun(["--standalone", f"--nproc_per_node={nproc}", "-m", "fasttrain", "run", *args])
+    except SignalException as exc:  # torchrun passed the signal on; the ranks saved and said so
+        sys.exit(128 + int(exc.sigval))
+    except ChildFailedError as exc:
+        rank, failure = exc.get_first_failure()
+        code = failure.exitcode
+        if code in (130, 143):  # the ranks stopped on a signal and saved; they said so
+            sys.exit(code)
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        click.echo(f"Error: rank {rank} failed ({how}); every rank stopped", err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
 def _exit_now(signum, frame):
     sys.stderr.write("interrupted\n")
     sys.stderr.flush()
@@ -85,7 +137,7 @@ def _exit_now(signum, frame):
 def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
     from pathlib import Path
 
-    from fasttrain import checkpoint
+    from fasttrain import checkpoint, distributed
     from fasttrain import config as cfg
     from fasttrain import games as registry
     from fasttrain.errors import ConfigError
@@ -93,7 +145,8 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
     from fasttrain.runner import run as run_training
 
     try:
-        if resume and Path(resume).is_dir():  # a live run is refused before its files are read
+        if resume and Path(resume).is_dir() and distributed.launched().main:
+            # a live run is refused before its files are read (rank 0 owns the directory)
             lock = RunLock(Path(resume))
             lock.acquire()
             lock.release()
@@ -121,7 +174,19 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
         config = cfg.build([*layers, ("command line", flags)])
         run_training(config, out=out, resume=resume)
     except ConfigError as exc:
+        if not distributed.launched().main:  # rank 0 says it, once for the run
+            sys.exit(1)
         raise click.ClickException(str(exc)) from None
+    except distributed.RankStopped:  # rank 0 refused the run and said why
+        sys.exit(1)
+    except RuntimeError as exc:
+        ranks = distributed.launched()
+        if not ranks.enabled:
+            raise
+        # a collective failed: another rank died, or the timeout ran out
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0][:300]  # gloo's source path
+        raise click.ClickException(f"rank {ranks.rank}: {first}") from None
     except KeyboardInterrupt as exc:  # a run saves its checkpoint first (see runner)
         if not hasattr(exc, "exit_code"):
             click.echo("interrupted", err=True)

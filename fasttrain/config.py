@@ -33,6 +33,7 @@ from fasttrain import games
 from fasttrain.curriculum import METRICS, Stage, stage_params
 from fasttrain.dashboards import WANDB_MODES
 from fasttrain.device import AMP_MODES, DEVICES
+from fasttrain.distributed import BACKENDS as DIST_BACKENDS
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
@@ -68,6 +69,12 @@ class RunConfig:
     nan_patience: int = 20
     """stop after this many optimizer updates in a row were skipped for a non-finite loss or
     gradient (the last good checkpoint is kept)"""
+    dist_backend: str = "auto"
+    """auto | gloo | nccl: torch.distributed backend of a data-parallel run under torchrun
+    (auto: nccl on cuda, gloo on the CPU)"""
+    dist_timeout_s: float = 120.0
+    """a data-parallel run's collectives fail after this many seconds without every rank,
+    instead of hanging"""
     action_repeat: int = 1
     """play each action this many game steps inside one step launch, summing the rewards and
     stopping at the episode's end (Atari's frame skip; single-agent games); steps, SPS and
@@ -159,6 +166,7 @@ CHOICES = {
     ("run", "device"): DEVICES,
     ("run", "amp"): AMP_MODES,
     ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
+    ("run", "dist_backend"): DIST_BACKENDS,
     ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),
     ("model", "core"): CORES,
@@ -673,6 +681,8 @@ def validate(config: Config) -> None:
                 "set model.core = 'none'"
             )
         learner.check_model(config.learner(), config.model, config.run.algo)
+    if config.run.dist_timeout_s <= 0:
+        raise ConfigError(f"run.dist_timeout_s must be > 0, got {config.run.dist_timeout_s}")
     if config.log.interval_s <= 0:
         raise ConfigError("log.interval_s must be > 0")
     if config.log.replay_steps < 1:

@@ -26,10 +26,11 @@ from pathlib import Path
 import click
 import torch
 
-from fasttrain import checkpoint, dashboards
+from fasttrain import checkpoint, dashboards, distributed
 from fasttrain import config as cfg
 from fasttrain.config import CONFIG_HEADER, Config, to_toml
 from fasttrain.curriculum import Curriculum
+from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import RunLock, check_writable, write_atomic
@@ -93,12 +94,15 @@ class StopSignals:
     """SIGINT and SIGTERM ask the run to stop at the next iteration boundary; a second one
     stops at once (the last checkpoint stays as it was)."""
 
-    def __init__(self):
+    def __init__(self, twice_stops_at_once: bool = True):
         self.signum: int | None = None
         self._previous: dict = {}
+        # under torchrun a Ctrl-C reaches each rank twice (the terminal's, then torchrun's
+        # forwarded one): there only the iteration boundary stops a rank
+        self.twice_stops_at_once = twice_stops_at_once
 
     def _handle(self, signum, frame):
-        if self.signum is not None:
+        if self.signum is not None and self.twice_stops_at_once:
             self.signum = signum  # the second one names the exit code
             raise KeyboardInterrupt  # asked twice: give up the iteration in flight
         self.signum = signum
@@ -214,28 +218,63 @@ def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> 
     ``on_row(row)`` sees every metrics.csv row (a dict) as it is written; when it returns true
     the run ends there as if finished (checkpoint, summary with ``stopped_early``). An exception
     it raises ends the run with the last checkpoint kept (a sweep prunes trials that way).
+
+    Under torchrun every rank calls this; rank 0 alone touches the run directory and prints
+    (see ``fasttrain.distributed``).
     """
+    device_type = resolve_device(config.run.device).type
+    ranks = distributed.setup(config.run.dist_backend, device_type, config.run.dist_timeout_s)
+    if not ranks.main:
+        echo = _silent
     out = Path(resume if resume is not None else out or default_out(config))
-    check_writable(out)
-    lock = RunLock(out)
+    out = Path(distributed.broadcast_object(str(out), ranks))  # rank 0's name (a timestamp)
+    lock = RunLock(out) if ranks.main else None
     try:
-        if out.exists():  # a live run is refused before any work
-            lock.acquire()
-        return _run(config, out, resume is not None, lock, echo, on_row)
+        problem = None
+        if ranks.main:
+            try:
+                check_writable(out)
+                if out.exists():  # a live run is refused before any work
+                    lock.acquire()
+            except (ConfigError, RunError) as exc:
+                problem = exc
+        agree_or_raise(problem, ranks)
+        return _run(config, out, resume is not None, lock, echo, on_row, ranks)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
+        distributed.shutdown()
 
 
-def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
-    # ---- every check and compile happens before any write
+def _silent(*args, **kwargs) -> None:
+    """The echo of ranks other than 0: rank 0 speaks for the run."""
+
+
+def agree_or_raise(problem: Exception | None, ranks) -> None:
+    """Rank 0's verdict on the checks only it makes, on every rank: rank 0 raises its error,
+    the others stop with ``RankStopped`` (rank 0 prints the line)."""
+    if not ranks.enabled:
+        if problem is not None:
+            raise problem
+        return
+    verdict = distributed.broadcast_object(None if problem is None else str(problem), ranks)
+    if problem is not None:
+        raise problem
+    if verdict is not None:
+        raise distributed.RankStopped(verdict)
+
+
+def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | None:
+    """Rank 0's checks before any work: the checkpoint to resume (returned), its identity,
+    and the extras the run's log settings need."""
     state = checkpoint.load(out) if resuming else None
     if state is not None:
-        checkpoint.check_identity(state, config)  # a foreign checkpoint fails before compiling
+        checkpoint.check_identity(state, config, world=ranks.world)  # fails before compiling
         written = out / "config.toml"
         if written.exists():  # a checkpoint copied in from another run does not fit its folder
             try:
                 checkpoint.check_identity(
-                    state, cfg.from_dict(cfg.load_toml(written), str(written))
+                    state, cfg.from_dict(cfg.load_toml(written), str(written)), world=ranks.world
                 )
             except ConfigError as exc:
                 raise ConfigError(f"{out}/{checkpoint.FILENAME} is not this run's: {exc}") from None
@@ -248,8 +287,31 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         from fasttrain import media
 
         media.check_media()
+    return state
+
+
+def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -> dict:
+    # ---- every check and compile happens before any write; rank 0 checks, every rank agrees
+    main = ranks.main
+    if ranks.enabled and on_row is not None:
+        raise ConfigError("on_row needs a single-process run (not under torchrun)")
+    state, problem = None, None
+    if main:
+        try:
+            state = _first_checks(config, out, resuming, ranks)
+        except (ConfigError, RunError) as exc:
+            problem = exc
+    agree_or_raise(problem, ranks)
+    if resuming and ranks.enabled:  # each rank continues from its own saved state
+        states = None
+        if main:
+            rest = state.pop("rank_states", [])
+            states = [state, *rest]
+        state = distributed.scatter_states(states, ranks)
     trainer = LEARNERS[config.run.algo].trainer(config, warn=echo)
-    identity = checkpoint.identity(config, trainer.env.num_envs, trainer.env.obs_shape)
+    identity = checkpoint.identity(
+        config, trainer.env.num_envs, trainer.env.obs_shape, world=ranks.world
+    )
     if state is not None:
         trainer.load_state_dict(state)
         if trainer.iteration >= trainer.num_iterations:
@@ -259,6 +321,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                 "--steps with a larger total to continue)"
             )
             summary_path = out / "summary.json"
+            if not main:
+                return {}
             return json.loads(summary_path.read_text()) if summary_path.exists() else {}
     curriculum = None
     if config.curriculum:  # the stage's params are set before the first step
@@ -270,11 +334,17 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
             curriculum.load_state_dict(saved)  # a stage this curriculum lacks: one line
         else:
             curriculum.apply()
-    out.mkdir(parents=True, exist_ok=True)
-    if not lock.held:
-        lock.acquire()
-        if (out / checkpoint.FILENAME).exists():  # another run got here first
-            raise ConfigError(f"{out} already holds a run; choose another --out")
+    problem = None
+    if main:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            if not lock.held:
+                lock.acquire()
+                if (out / checkpoint.FILENAME).exists():  # another run got here first
+                    raise ConfigError(f"{out} already holds a run; choose another --out")
+        except (ConfigError, RunError, OSError) as exc:
+            problem = exc
+    agree_or_raise(problem, ranks)
 
     args = trainer.args
     planned = trainer.num_iterations * trainer.steps_per_iteration
@@ -301,17 +371,18 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         f"{trainer.describe()} | {planned:,} {unit}{rounded}{stage_text} | run dir {out}"
         + (f" | settings: {', '.join(overrides)}" if overrides else "")
     )
-    write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
-
-    # ---- metrics.csv: rows at iteration boundaries, none past the checkpoint
+    # ---- metrics.csv: rows at iteration boundaries, none past the checkpoint (rank 0)
     metrics_path = out / "metrics.csv"
-    columns = trim_metrics(metrics_path, trainer.global_step) if resuming else None
-    metrics_file = open(metrics_path, "a" if columns else "w", newline="")
-    try:  # the dashboards get the rows metrics.csv gets
-        sinks = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
-    except BaseException:
-        metrics_file.close()
-        raise
+    columns, metrics_file, sinks = None, None, []
+    if main:
+        write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
+        columns = trim_metrics(metrics_path, trainer.global_step) if resuming else None
+        metrics_file = open(metrics_path, "a" if columns else "w", newline="")
+        try:  # the dashboards get the rows metrics.csv gets
+            sinks = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
+        except BaseException:
+            metrics_file.close()
+            raise
     writer = None  # made at the first row: its columns follow the learner's losses
     time_offset = state.get("time_s", 0.0) if state else 0.0
     episode = dict(state.get("episode", NO_EPISODE)) if state else dict(NO_EPISODE)
@@ -322,7 +393,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     row_time, row_step = start, trainer.global_step
     echo_time, echo_step = start, trainer.global_step
     consecutive_skips, skip_updates = 0, trainer.ctx.updates
-    show_bar = config.log.progress and sys.stdout.isatty()
+    show_bar = main and config.log.progress and sys.stdout.isatty()
     bar = None
     if show_bar:  # click's ETA times the steps this process takes: a resume counts from its step
         left = planned - trainer.global_step
@@ -331,14 +402,20 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
 
     def save():
         payload = trainer.state_dict()
-        if not finite_weights(payload):  # never overwrite a good checkpoint with a broken one
+        if curriculum is not None:
+            payload["curriculum"] = curriculum.state_dict()
+            payload["episode_batches"] = [dict(b) for b in batches]
+        states = distributed.gather_states(payload, ranks)  # every rank's, on rank 0
+        if not main:
+            return
+        if not all(finite_weights(s) for s in states):  # never overwrite a good checkpoint
             raise RunError(
                 f"weights are not finite at step {trainer.global_step:,}; the last "
                 f"good checkpoint in {out} is kept"
             )
-        if curriculum is not None:
-            payload["curriculum"] = curriculum.state_dict()
-            payload["episode_batches"] = [dict(b) for b in batches]
+        payload = states[0]
+        if ranks.enabled:  # the other ranks' states (environments, streams), for a resume
+            payload = {**payload, "rank_states": states[1:]}
         checkpoint.save(
             out / checkpoint.FILENAME,
             {
@@ -352,14 +429,16 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
 
     stopped_by = None
     stopped_early = False
-    stop = StopSignals()
+    stop = StopSignals(twice_stops_at_once=not ranks.enabled)
     try:
         with stop:
             while trainer.iteration < trainer.num_iterations:
                 step_before = trainer.global_step
                 losses = trainer.iterate()
                 now = time.perf_counter()
-                signum = stop.signum  # read once: a signal arriving now waits for the next boundary
+                # read once: a signal arriving now waits for the next boundary; every rank
+                # stops at the same iteration (the largest signal any rank got)
+                signum = distributed.agree(stop.signum or 0, ranks, trainer.device) or None
                 last = trainer.iteration == trainer.num_iterations or signum is not None
                 if bar is not None:
                     bar.update(trainer.global_step - step_before)
@@ -389,7 +468,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                 # ---- CURRICULUM: episode stats after every iteration; promotion between them
                 row_due = trainer.iteration % config.log.csv_every == 0 or last
                 if curriculum is not None or row_due:
-                    stats = trainer.env.stats()  # clears the env's sums
+                    # clears the env's sums; over every rank's episodes
+                    stats = distributed.episode_stats(trainer.env.stats(), ranks, trainer.device)
                     if stats:
                         batches.append(stats)
                 promotion = None
@@ -416,15 +496,16 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
                         **losses,
                         **{f"time/{k}": round(v, 4) for k, v in split.items()},
                     }
-                    if writer is None:
+                    if writer is None and main:
                         writer = csv.DictWriter(
                             metrics_file, fieldnames=columns or list(row), extrasaction="ignore"
                         )
                         if columns is None:
                             writer.writeheader()
                     try:
-                        writer.writerow(row)
-                        metrics_file.flush()
+                        if main:
+                            writer.writerow(row)
+                            metrics_file.flush()
                         for sink in sinks:
                             sink.write(row)
                     except OSError as exc:  # a full disk: say so, keep the last checkpoint
@@ -471,7 +552,8 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
         raise RunInterrupted(stopped_by) from None
     finally:
         with contextlib.suppress(OSError):  # rows that could not be written were reported
-            metrics_file.close()
+            if metrics_file is not None:
+                metrics_file.close()
         dashboards.close_sinks(sinks)
         if bar is not None:
             bar.render_finish()
@@ -493,12 +575,17 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row) -> dict:
     if curriculum is not None:
         summary["curriculum_stage"] = curriculum.stage + 1
         summary["curriculum_stages"] = curriculum.num_stages
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if ranks.enabled:  # the ranks, and rank 0's seconds in the gradient all-reduce
+        summary["world_size"] = ranks.world
+        summary["allreduce_s"] = round(trainer.ctx.comm_s, 3)
+    if main:
+        write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     if stopped_by is not None:
         name = signal.Signals(stopped_by).name
         echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
         raise RunInterrupted(stopped_by)
-    pictures(config, trainer, out, echo)
+    if main:
+        pictures(config, trainer, out, echo)
     echo(
         f"done: {summary['global_step']:,} {unit} in {elapsed:.1f} s "
         f"({summary['sps']:,.0f} {sps_unit}) | "

@@ -10,16 +10,19 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fasttrain import distributed
 from fasttrain.device import Device, resolve_amp, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.vecenv import VecEnv, make
 
 
-def setup_threads(run) -> None:
-    """Set torch and Numba thread counts (0 means one per core) and GPU math modes."""
+def setup_threads(run, processes: int = 1) -> None:
+    """Set torch and Numba thread counts (0 means one per core, shared out between the
+    ``processes`` ranks on this machine) and GPU math modes."""
     import numba
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = max(1, cores // processes)
     torch.set_num_threads(run.torch_threads or cores)
     numba.set_num_threads(min(run.numba_threads or cores, numba.config.NUMBA_NUM_THREADS))
     if torch.cuda.is_available():
@@ -195,7 +198,9 @@ class RunContext:
     env: VecEnv
     amp_dtype: torch.dtype | None  # autocast dtype of the update, None for float32
     scaler: torch.amp.GradScaler | None  # fp16 only
+    ranks: distributed.Ranks = distributed.SINGLE  # data-parallel ranks (torchrun)
     masked_steps: bool = False  # undo non-finite steps on the device (always on a GPU)
+    comm_s: float = 0.0  # seconds spent in the gradient all-reduce
     updates: int = 0  # optimizer steps asked for
     skipped: torch.Tensor = None  # () int64 on the device: non-finite steps not taken
     _backups: dict = field(default_factory=dict, repr=False)  # id(tensor) -> copy before a step
@@ -235,6 +240,13 @@ class RunContext:
         if self.scaler is not None:
             for part in parts:
                 self.scaler.unscale_(part)
+        if self.ranks.enabled:  # one flat all-reduce: every rank steps with the mean gradient
+            t0 = time.perf_counter()
+            total = total.reshape(1).float().clone()  # the mean loss: the guard agrees too
+            grads = [p.grad for p in parameters if p.grad is not None]
+            distributed.all_reduce_mean([*grads, total], self.ranks.world)
+            total = total[0]
+            self.comm_s += time.perf_counter() - t0
         norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
         finite = torch.isfinite(norm) & torch.isfinite(total)
         self.updates += 1
@@ -326,16 +338,21 @@ def start_run(config, num_envs: int) -> RunContext:
     """Device, threads, seeds, the environments and precision; every check runs before work."""
     run = config.run
     device = resolve_device(run.device)
+    ranks = distributed.setup(run.dist_backend, device.type, run.dist_timeout_s)
+    if ranks.enabled and device.type == "cuda":  # one GPU per rank on its machine
+        device = Device(torch.device("cuda", ranks.local_rank), device.backend)
     amp = resolve_amp(run.amp, device, config.model.hidden)
-    setup_threads(run)
-    torch.manual_seed(run.seed)
-    generator = torch.Generator(device=device.torch).manual_seed(run.seed)
+    setup_threads(run, ranks.local_world)
+    torch.manual_seed(run.seed)  # the same on every rank: identical initial weights
+    # each rank's own environments and sampling stream (rank 0: the single-process run's)
+    seed = distributed.rank_seed(run.seed, ranks.rank)
+    generator = torch.Generator(device=device.torch).manual_seed(seed % 2**63)
     try:
         env = make(
             config.game.name,
             num_envs=num_envs,
             backend=device.backend,
-            seed=run.seed,
+            seed=seed,
             action_repeat=run.action_repeat,
             **vars(config.game_params()),
         )
@@ -343,7 +360,7 @@ def start_run(config, num_envs: int) -> RunContext:
         raise ConfigError(str(exc).splitlines()[0]) from None
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
-    return RunContext(device, generator, env, amp_dtype, scaler)
+    return RunContext(device, generator, env, amp_dtype, scaler, ranks)
 
 
 class TrainerBase:
@@ -366,6 +383,14 @@ class TrainerBase:
         self.device = self.ctx.device.torch
         self.generator = self.ctx.generator
         self.timers = Timers()
+        # data-parallel ranks: steps count every rank's, each rank steps its own envs
+        self.world = self.ctx.ranks.world
+
+    def share_weights(self, *modules) -> None:
+        """Rank 0's weights on every rank (data-parallel runs; nothing otherwise)."""
+        if self.ctx.ranks.enabled:
+            for module in modules:
+                distributed.broadcast_module(module)
 
     @property
     def learning_rate(self) -> float:
@@ -373,8 +398,8 @@ class TrainerBase:
 
     @property
     def steps_per_iteration(self) -> int:
-        """Agent steps (learner rows) per iteration."""
-        return self.rows * self.args.num_steps
+        """Agent steps (learner rows) per iteration, over every rank."""
+        return self.rows * self.args.num_steps * self.world
 
     def describe_rows(self) -> str:
         """``256 envs`` or, with several agents per environment, ``64 envs x 8 agents``."""
@@ -383,7 +408,8 @@ class TrainerBase:
 
     def describe(self) -> str:
         """The shape of one iteration, for the run's first log line."""
-        return f"{self.describe_rows()} x {self.args.num_steps} steps = batch {self.batch_size}"
+        text = f"{self.describe_rows()} x {self.args.num_steps} steps = batch {self.batch_size}"
+        return text if self.world == 1 else f"{text} per rank x {self.world} ranks"
 
     def base_state(self) -> dict:
         """Checkpoint fields every learner has: counters, env buffers and random streams."""

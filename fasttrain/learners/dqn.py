@@ -350,6 +350,7 @@ class Trainer(TrainerBase):
                 args.dueling,
                 env.spec.obs_categories,
             )
+        self.share_weights(self.q_network)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = make_optimizer(args.optimizer, self.q_network, args.learning_rate, 1e-8)
         self.batch_size = args.batch_size
@@ -390,6 +391,7 @@ class Trainer(TrainerBase):
         return (
             f"{self.describe_rows()} x {args.num_steps} steps per iteration | replay "
             f"{args.buffer_size:,}, batch {self.batch_size}"
+            + ("" if self.world == 1 else f" | per rank x {self.world} ranks")
         )
 
     # --------------------------------------------------------------------------- ROLLOUT
@@ -426,7 +428,7 @@ class Trainer(TrainerBase):
         buffer.terminated[pos] = env.terminated
         buffer.truncated[pos] = env.truncated
         buffer.advance()
-        self.global_step += N
+        self.global_step += N * self.world  # agent steps, all ranks
         t2 = time.perf_counter()
         self.timers.forward += t1 - t0
         self.timers.env += t2 - t1
@@ -504,7 +506,7 @@ class Trainer(TrainerBase):
             # CleanRL's rule, in env steps: update when global_step crosses a multiple
             tnf = args.target_network_frequency
             steps_since_update = self.global_step % tnf
-            if steps_since_update < self.rows * args.train_frequency:
+            if steps_since_update < self.rows * self.world * args.train_frequency:
                 self.update_target()
             self.timers.learn += time.perf_counter() - t0
         self.iteration += 1

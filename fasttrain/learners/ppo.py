@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from fasttrain import distributed
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
 from fasttrain.learners.common import (
@@ -166,10 +167,11 @@ class Trainer(TrainerBase):
                 self.device,
                 env.spec.obs_categories,
             )
+        self.share_weights(self.policy)
         self.optimizer = make_optimizer(args.optimizer, self.policy, args.learning_rate, eps=1e-5)
-        self.batch_size = self.rows * args.num_steps
+        self.batch_size = self.rows * args.num_steps  # per rank
         self.minibatch_size = self.batch_size // args.num_minibatches
-        self.num_iterations = max(1, args.total_timesteps // self.batch_size)
+        self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
 
         # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
         T, N, dev = args.num_steps, self.rows, self.device
@@ -262,7 +264,7 @@ class Trainer(TrainerBase):
                 t2 = time.perf_counter()
                 timers.forward += t1 - t0
                 timers.env += t2 - t1
-        self.global_step += args.num_steps * self.rows  # agent steps
+        self.global_step += args.num_steps * self.rows * self.world  # agent steps, all ranks
 
     # --------------------------------------------------------------------------- ADVANTAGES
 
@@ -414,8 +416,12 @@ class Trainer(TrainerBase):
                 stats = self.train_step(mb)
                 totals += stats
                 updates += 1
-            if args.target_kl > 0 and float(stats[3]) > args.target_kl:  # one sync per epoch
-                break
+            if args.target_kl > 0:  # one sync per epoch; every rank stops at the same epoch
+                kl = stats[3].reshape(1).clone()
+                if self.world > 1:
+                    distributed.all_reduce_mean([kl], self.world)
+                if float(kl) > args.target_kl:
+                    break
         self.iteration += 1
         self.timers.learn += time.perf_counter() - t0
         skipped = self.ctx.take_skipped().to(totals.dtype)
