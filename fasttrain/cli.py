@@ -85,6 +85,7 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
 
 
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+RANK_STOPPED = 2  # exit code of a rank other than 0 that stops on rank 0's reported error
 
 
 def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
@@ -122,6 +123,8 @@ def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, con
         code = failure.exitcode
         if code in (130, 143):  # the ranks stopped on a signal and saved; they said so
             sys.exit(code)
+        if code in (1, RANK_STOPPED):  # a rank's own error: its line (or traceback) is above
+            sys.exit(1)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         click.echo(f"Error: rank {rank} failed ({how}); every rank stopped", err=True)
         sys.exit(1)
@@ -175,10 +178,10 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
         run_training(config, out=out, resume=resume)
     except ConfigError as exc:
         if not distributed.launched().main:  # rank 0 says it, once for the run
-            sys.exit(1)
+            sys.exit(RANK_STOPPED)
         raise click.ClickException(str(exc)) from None
     except distributed.RankStopped:  # rank 0 refused the run and said why
-        sys.exit(1)
+        sys.exit(RANK_STOPPED)
     except RuntimeError as exc:
         ranks = distributed.launched()
         if not ranks.enabled:

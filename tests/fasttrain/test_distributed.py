@@ -70,13 +70,18 @@ def same_tensors(a, b) -> bool:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A straight 2-rank run of 8 iterations, and one stopped at 4 then resumed to 8."""
+    """A straight 2-rank run of 8 iterations, one stopped at 4 then resumed to 8, and DQN."""
     root = tmp_path_factory.mktemp("dist")
     total = str(8 * STEPS_PER_ITERATION)
     straight = launch("--steps", total, "--out", str(root / "straight"))
     half = launch("--steps", str(4 * STEPS_PER_ITERATION), "--out", str(root / "resumed"))
     results = {"straight": finish(straight), "half": finish(half)}
-    results["resume"] = finish(launch("--resume", str(root / "resumed"), "--steps", total))
+    resume = launch("--resume", str(root / "resumed"), "--steps", total)
+    dqn = launch(
+        "--algo", "dqn", "--steps", total, "--out", str(root / "dqn"),
+        "--set", "game.cartpole.dqn.learning_starts=1024",
+    )  # fmt: skip
+    results["resume"], results["dqn"] = finish(resume), finish(dqn)
     for name, result in results.items():
         assert result.returncode == 0, (name, result.stderr[-2000:])
     return root, results
@@ -94,6 +99,47 @@ def test_ranks_keep_identical_weights_and_optimizer_state_but_play_their_own_gam
     assert not same_tensors(state["env"]["rng"], other["env"]["rng"])
     assert not same_tensors(state["generator"], other["generator"])
     assert state["identity"]["world_size"] == 2
+
+
+def test_dqn_ranks_keep_identical_online_and_target_networks(runs):
+    root, _ = runs
+    state = checkpoint.load(root / "dqn")
+    (other,) = state["rank_states"]
+    for key in ("model", "target_model", "optimizer"):
+        assert same_tensors(state[key], other[key]), key
+    assert state["global_step"] == 8 * STEPS_PER_ITERATION
+    assert not same_tensors(state["env"], other["env"])
+
+
+def _episode_stats_worker(rank: int, port: int, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
+    ranks = distributed.Ranks(rank=rank, world=2, local_rank=rank, local_world=2)
+    mine = [
+        {"episodes": 3, "return": 2.0, "length": 10.0, "score": 1.0},
+        {"episodes": 1, "return": 6.0, "length": 30.0, "score": 5.0},
+    ][rank]
+    results[rank] = distributed.episode_stats(mine, ranks, "cpu")
+    # a rank without episodes still takes part; none anywhere gives {}
+    results[rank + 2] = distributed.episode_stats({} if rank else mine, ranks, "cpu")
+    results[rank + 4] = distributed.episode_stats({}, ranks, "cpu")
+    torch.distributed.destroy_process_group()
+
+
+def test_episode_statistics_average_every_ranks_episodes():
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.spawn(_episode_stats_worker, args=(port, results), nprocs=2, join=True)
+    both = {"episodes": 4, "return": 3.0, "length": 15.0, "score": 2.0}  # (3*2 + 6) / 4 ...
+    assert results[0] == results[1] == both
+    assert results[2] == results[3] == {"episodes": 3, "return": 2.0, "length": 10.0, "score": 1.0}
+    assert results[4] == results[5] == {}
 
 
 def test_one_run_directory_and_metrics_over_both_ranks(runs):
