@@ -205,6 +205,7 @@ def test_backend_selection_and_the_python_size_cap(tmp_path):
         "8",
         "--threads",
         "1",
+        "--no-targets",  # backend selection only; time-to-target has its own tests
     ]
     done = run_bench(*args, "--json", str(json_path))
     assert done.returncode == 0, done.stderr[-2000:]

@@ -214,6 +214,40 @@ def test_a_rank_that_dies_stops_the_whole_run_within_seconds(tmp_path):
     assert took < 30, f"the run took {took:.0f} s to stop"
 
 
+RAISE_ON_RANK_1 = """\
+import os
+if os.environ.get("RANK") == "1":  # only torchrun's rank 1: its third iteration raises
+    from fasttrain.learners import ppo
+
+    original, calls = ppo.Trainer.iterate, []
+
+    def iterate(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("injected failure on rank 1")
+        return original(self)
+
+    ppo.Trainer.iterate = iterate
+"""
+
+
+def test_a_rank_that_raises_stops_the_whole_run_within_seconds(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(RAISE_ON_RANK_1)  # loaded by every Python started
+    command = [sys.executable, "-m", "fasttrain", "run", "--nproc", "2", *SETS]
+    command += ["--steps", str(10**9), "--out", str(tmp_path / "run")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=180)
+    took = time.monotonic() - start
+    assert done.returncode == 1
+    assert "Error: rank 1: injected failure on rank 1" in done.stderr.splitlines()
+    assert "Traceback" not in done.stderr
+    assert took < 60, f"{took:.0f} s"  # start-up (~15 s) included; no collective timeout
+    assert len(rows(tmp_path / "run")) == 2  # rank 0 logged two iterations, then lost rank 1
+
+
 def test_rank_seeds_are_distinct_and_rank_zero_keeps_the_seed():
     assert distributed.rank_seed(7, 0) == 7
     seeds = {distributed.rank_seed(7, r) for r in range(64)}

@@ -390,4 +390,6 @@ def test_dqn_learns_cartpole(tmp_path):
         if trainer.iteration % 50 == 0:  # every 25,600 steps
             stats = trainer.env.stats()
             means.append(stats.get("return", 0.0))
+            if means[-1] >= 475:  # reached within the budget: the rest would not change that
+                break
     assert max(means) >= 475, means

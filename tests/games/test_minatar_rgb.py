@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -56,6 +58,10 @@ def test_every_minatar_game_renders_its_observation(game):
 
 
 def test_a_game_without_colour_rendering_says_so():
-    env = fasttrain.make("snake", num_envs=1, backend="python", seed=0)
+    from fasttrain.games import snake
+    from fasttrain.kernels import KernelEnv
+
+    spec = dataclasses.replace(snake.SPEC, name="snake-no-rgb", render_rgb=None)
+    env = KernelEnv(spec, 1, "python", spec.make_params())
     with pytest.raises(ValueError, match="no colour rendering"):
         env.render_rgb(0)
