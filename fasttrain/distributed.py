@@ -58,6 +58,7 @@ class Ranks:
 
 SINGLE = Ranks()
 _current = SINGLE
+_owned = False  # this module started the process group (and so may end it)
 
 
 def launched() -> Ranks:
@@ -80,11 +81,12 @@ def current() -> Ranks:
 
 def setup(backend: str, device_type: str, timeout_s: float) -> Ranks:
     """Join the process group torchrun describes (once); returns this process's ranks."""
-    global _current
+    global _current, _owned
     ranks = launched()
     if not ranks.enabled:
         return SINGLE
     if not torch.distributed.is_initialized():
+        _owned = True
         if backend == "auto":
             backend = "nccl" if device_type == "cuda" else "gloo"
         kwargs = {}
@@ -190,7 +192,8 @@ def broadcast_object(value, ranks: Ranks):
 
 
 def shutdown() -> None:
-    global _current
-    if torch.distributed.is_initialized():
+    """End the process group ``setup`` started (one the caller started is left alone)."""
+    global _current, _owned
+    if _owned and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-    _current = SINGLE
+    _current, _owned = SINGLE, False
