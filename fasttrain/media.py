@@ -12,12 +12,13 @@ every frame has few colours, so the GIF holds them exactly (a GIF palette has 25
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import numpy as np
 
 from fasttrain.errors import ConfigError
+from fasttrain.rundir import write_atomic
 
 TARGET_SIDE = 256  # pixels on the longer side of an upscaled frame (at least)
 
@@ -100,19 +101,16 @@ def write_gif(path, frames, fps: float = 10.0) -> Path:
     path = check_gif_path(path)
     Image = _pil_image()
     images = [Image.fromarray(np.asarray(f, dtype=np.uint8), mode="RGB") for f in frames]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        images[0].save(
-            tmp,
-            format="GIF",
-            save_all=True,
-            append_images=images[1:],
-            duration=frame_ms(fps),
-            loop=0,
-            optimize=False,
-            disposal=1,
-        )
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    buffer = io.BytesIO()
+    images[0].save(
+        buffer,
+        format="GIF",
+        save_all=True,
+        append_images=images[1:],
+        duration=frame_ms(fps),
+        loop=0,
+        optimize=False,
+        disposal=1,
+    )
+    write_atomic(path, buffer.getbuffer())
     return path

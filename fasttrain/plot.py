@@ -11,12 +11,13 @@ the Agg backend, so no display is needed; the PNG is written atomically.
 from __future__ import annotations
 
 import csv
+import io
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from fasttrain.errors import ConfigError
+from fasttrain.rundir import write_atomic
 
 X_AXES = {"steps": "global_step", "time": "time_s"}
 DEFAULT_Y = ("charts/episodic_return",)
@@ -109,13 +110,12 @@ def plot_runs(run_dirs, out, x: str = "steps", ys=DEFAULT_Y, labels=None) -> Pat
             valid = ", ".join(k for k in run.columns if k not in X_AXES.values())
             raise ConfigError(f"{run.label} has no column {missing[0]!r}; valid: {valid}")
     fig = figure(runs, x, ys)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    buffer = io.BytesIO()
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, out)
+        fig.savefig(buffer, format="png", dpi=100)
     finally:
         _pyplot().close(fig)
-        tmp.unlink(missing_ok=True)
+    write_atomic(out, buffer.getbuffer())
     return out
 
 
