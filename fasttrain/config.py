@@ -227,9 +227,11 @@ class Config:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def game_params(self, game: str | None = None):
-        """The params object of ``game`` (default: the chosen one) with [game.<name>] applied."""
+        """The params object of ``game`` (default: the chosen one): the game's defaults < its
+        training preset (``fasttrain.presets``) < [game.<name>] of each layer."""
         game = game or self.game.name
-        return games.get(game).make_params(**self.games.get(game, {}).get("params", {}))
+        values = {**preset(game, "params"), **self.games.get(game, {}).get("params", {})}
+        return games.get(game).make_params(**values)
 
     def stage_params(self, stage: int):
         """The chosen game's params in curriculum stage ``stage`` (0-based)."""
@@ -282,7 +284,8 @@ class Config:
         for key, value in values.items():
             if value != getattr(defaults, key):
                 out.append(f"{self.run.algo}.{key}={value!r} ({sources[key]})")
-        where = {}
+        game = self.game.name
+        where = {f"game.{game}.{k}": f"{game} preset" for k in preset(game, "params")}
         for layer in self._layers():
             for section, table in layer.sections.items():
                 where.update({f"{section}.{k}": layer.label for k in table})
@@ -757,8 +760,9 @@ CONFIG_HEADER = """\
 # fasttrain configuration: every key with its default. The code holds the same defaults
 # (tests/fasttrain/test_config.py checks it), so no file is needed to run.
 # Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
-# [game.<name>] sets that game's parameters; [game.<name>.ppo] and [game.<name>.dqn] override
-# [ppo] and [dqn] for that game."""
+# [game.<name>] sets that game's parameters (shown with the values the game trains with: its own
+# defaults and its preset); [game.<name>.ppo], [game.<name>.dqn] and [game.<name>.model]
+# override [ppo], [dqn] and [model] for that game."""
 
 
 CURRICULUM_HELP = """\

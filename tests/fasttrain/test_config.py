@@ -21,11 +21,11 @@ def test_config_toml_equals_code_defaults():
         if name != "model":
             assert getattr(parsed, name) == getattr(defaults, name), f"[{name}] differs"
     assert parsed.model == defaults.model_for()  # the chosen game's network, presets applied
-    for game in games.names():  # [game.<name>] equals the params dataclass defaults
-        assert (
-            games.get(game).make_params(**parsed.games[game]["params"])
-            == games.get(game).params_cls()
-        )
+    for game in games.names():  # [game.<name>]: the params dataclass defaults < the preset
+        spec = games.get(game)
+        want = spec.params_cls(**cfg.GAME_DEFAULTS.get(game, {}).get("params", {}))
+        assert spec.make_params(**parsed.games[game]["params"]) == want
+        assert parsed.game_params(game) == defaults.game_params(game) == want
         for section in [*cfg.LEARNER_SECTIONS, "model"]:
             want = cfg.GAME_DEFAULTS.get(game, {}).get(section, {})
             assert parsed.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
@@ -228,3 +228,27 @@ def test_model_presets_per_game_and_their_precedence(tmp_path):
         cfg.load(sets=["game.cartpole.model.activation=gelu"])
     with pytest.raises(cfg.ConfigError, match="unknown key 'width' in \\[game.cartpole.model\\]"):
         cfg.load(sets=["game.cartpole.model.width=3"])
+
+
+def test_game_param_presets_and_their_precedence(tmp_path):
+    # Breakout trains on the minimal action set although the game's own default is MinAtar's six
+    assert games.get("minatar-breakout").params_cls().minimal_action_set is False
+    assert cfg.GAME_DEFAULTS["minatar-breakout"]["params"]["minimal_action_set"] is True
+    config = cfg.load(sets=["game.name=minatar-breakout"])
+    assert config.game_params().minimal_action_set is True
+    assert "game.minatar-breakout.minimal_action_set=True (minatar-breakout preset)" in (
+        config.overrides()
+    )
+    # another game's preset does not leak into this one, and a plain load keeps snake's defaults
+    assert cfg.load().game_params("minatar-freeway") == games.get("minatar-freeway").params_cls()
+    # a file beats the preset, --set beats the file
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        "[game]\nname = 'minatar-breakout'\n[game.minatar-breakout]\nminimal_action_set = false\n"
+    )
+    assert cfg.load(path).game_params().minimal_action_set is False
+    again = cfg.load(path, sets=["game.minatar-breakout.minimal_action_set=true"])
+    assert again.game_params().minimal_action_set is True
+    # the written config reads back to the same params, preset included
+    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
+    assert again.game_params() == config.game_params()
