@@ -1,6 +1,15 @@
-"""``python -m fasttrain``: the ``fasttrain`` command (what torchrun starts: ``torchrun
---nproc_per_node N -m fasttrain run ...``)."""
+"""``python -m fasttrain`` and the ``fasttrain`` console script: the ``fasttrain`` command (what
+torchrun starts: ``torchrun --nproc_per_node N -m fasttrain run ...``)."""
 
-from fasttrain.cli import entry
+from fasttrain import startup
 
-entry()
+
+def main():
+    startup.take()  # a Ctrl-C while click, torch and Numba import: one line, not a traceback
+    from fasttrain.cli import entry
+
+    entry()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import sys
-import threading
-import time
+from fasttrain import startup
 
-import click
+if __name__ == "__main__":  # `python -m fasttrain.cli`: one line, not a traceback, on a Ctrl-C
+    startup.take()  # while click and fasttrain.bench import below
+
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import click  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,7 +81,7 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
     # at once in one line: start-up writes nothing a run would need (and a KeyboardInterrupt
     # inside an import can surface as another error, with a traceback)
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, _exit_now) for s in EXIT_CODES} if main_thread else {}
+    previous = {s: signal.signal(s, startup.exit_now) for s in EXIT_CODES} if main_thread else {}
     try:
         _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets)
     finally:
@@ -84,7 +89,7 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
             signal.signal(signum, handler)
 
 
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_CODES = startup.EXIT_CODES
 RANK_STOPPED = 2  # exit code of a rank other than 0 that stops on rank 0's reported error
 
 
@@ -129,12 +134,6 @@ def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, con
         click.echo(f"Error: rank {rank} failed ({how}); every rank stopped", err=True)
         sys.exit(1)
     sys.exit(0)
-
-
-def _exit_now(signum, frame):
-    sys.stderr.write("interrupted\n")
-    sys.stderr.flush()
-    os._exit(EXIT_CODES[signum])
 
 
 def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
@@ -555,6 +554,7 @@ main.add_command(bench)
 
 def entry():
     """The ``fasttrain`` command: ``main`` with a Ctrl-C during start-up ending in one line."""
+    startup.release()  # the imports are done: each command takes the signals as it chooses
     try:
         main()
     except KeyboardInterrupt:

@@ -749,11 +749,6 @@ START_UP_MOMENTS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=False,  # a race: it fails only when a moment lands before `run` takes the signals
-    raises=UserErrorBug,
-    reason="BUG, racy: see test_ctrl_c_while_the_cli_module_imports_exits_130_in_one_line",
-)
 def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
     """Real SIGINTs (and a SIGTERM) at random moments 0.3-1 s after the start, before
     metrics.csv exists."""
@@ -766,34 +761,30 @@ def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
         assert_stopped_at_start_up(finish(proc), out, signum)
 
 
-# A Ctrl-C the moment `python -m fasttrain.cli` imports fasttrain.bench, made certain: a meta-path
-# hook raises KeyboardInterrupt there, as the default SIGINT handler would (no handler of
-# fasttrain's is installed yet at that point, so the simulation is faithful)
+# A Ctrl-C the moment the command imports fasttrain.bench (the `fasttrain` console script and
+# `python -m fasttrain` run fasttrain.__main__, `python -m fasttrain.cli` the module itself),
+# made certain: a meta-path hook sends this process a real SIGINT there, which whatever handler
+# is installed at that moment receives (Python's own raises KeyboardInterrupt inside the import)
 INTERRUPT_AT = """
-import runpy, sys
+import runpy, signal, sys
 class CtrlC:
     fired = False
     def find_spec(self, name, path=None, target=None):
         if name == "fasttrain.bench" and not CtrlC.fired:
             CtrlC.fired = True
             print("Ctrl-C at", name, flush=True)
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
 sys.meta_path.insert(0, CtrlC())
 sys.argv[0] = "fasttrain"
-runpy.run_module("fasttrain.cli", run_name="__main__", alter_sys=True)
+runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UserErrorBug,
-    reason="BUG: a SIGINT before the run command installs its handler (fasttrain/cli.py:68) - "
-    "while `python -m fasttrain.cli` imports click and fasttrain.bench (cli.py:231), ~0.1 s "
-    "idle and longer under load - ends in a KeyboardInterrupt traceback",
-)
-def test_ctrl_c_while_the_cli_module_imports_exits_130_in_one_line(tmp_path):
+@pytest.mark.parametrize("module", ["fasttrain", "fasttrain.cli"])
+def test_ctrl_c_while_the_cli_module_imports_exits_130_in_one_line(module, tmp_path):
     out = tmp_path / "run"
-    result = finish(start("-c", INTERRUPT_AT, "run", "--steps", 128, "--out", out, *sets()))
+    args = ["run", "--steps", 128, "--out", out, *sets()]
+    result = finish(start("-c", INTERRUPT_AT, module, *args))
     assert result.stdout.startswith("Ctrl-C at fasttrain.bench\n"), result.stdout[:300]
     assert_stopped_at_start_up(result, out)
 
@@ -866,3 +857,20 @@ def test_steps_are_rounded_to_whole_iterations_and_a_finished_run_is_left_alone(
     # the lock file is written and emptied again by the resume: same bytes, a new mtime
     assert after.pop(".lock")[0] == before.pop(".lock")[0] == b""
     assert after == before
+
+
+def test_start_up_takes_the_signals_once_and_gives_them_back(monkeypatch):
+    """`startup.take` routes SIGINT/SIGTERM to the one-line exit while the command imports;
+    `release` restores what was there, so each command handles signals itself (`sweep` relies
+    on KeyboardInterrupt)."""
+    from fasttrain import startup
+
+    monkeypatch.setattr(startup, "_previous", {})
+    before = {s: signal.getsignal(s) for s in startup.EXIT_CODES}
+    startup.take()
+    try:
+        assert all(signal.getsignal(s) is startup.exit_now for s in startup.EXIT_CODES)
+        startup.take()  # a second take must not record exit_now as the handler to restore
+    finally:
+        startup.release()
+    assert {s: signal.getsignal(s) for s in startup.EXIT_CODES} == before

@@ -1,0 +1,42 @@
+"""Signals while the ``fasttrain`` command starts: a Ctrl-C or SIGTERM before a command has its
+own handlers ends the process at once with one line, ``interrupted``, and exit code 128 + the
+signal's number (130 / 143), never a ``KeyboardInterrupt`` traceback from inside an import.
+
+``take`` runs first thing in the program (``fasttrain.__main__.main``, the console script; the
+top of ``fasttrain.cli`` under ``python -m fasttrain.cli``), before click, torch or Numba are
+imported; ``release`` restores Python's own handlers once the command line is ready, so each
+command handles signals as it chooses (``run`` saves at an iteration boundary, ``sweep`` writes
+what it has). Imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_previous: dict = {}
+
+
+def exit_now(signum, frame):
+    """Leave at once: one line, exit code 128 + the signal's number."""
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    os._exit(EXIT_CODES[signum])
+
+
+def take() -> None:
+    """Route SIGINT and SIGTERM to ``exit_now`` (main thread only; once)."""
+    if _previous or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in EXIT_CODES:
+        _previous[signum] = signal.signal(signum, exit_now)
+
+
+def release() -> None:
+    """Give SIGINT and SIGTERM back the handlers they had before ``take``."""
+    while _previous:
+        signum, handler = _previous.popitem()
+        signal.signal(signum, handler)
