@@ -72,8 +72,9 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     # The other MinAtar games share Breakout's setting (not tuned for them)
     **{name: {section: dict(v) for section, v in MINATAR.items()} for name in MINATAR_GAMES},
     # Breakout trains on pgx's minimal action set (no-op, left, right: MinAtar's own default
-    # stays the full six) with 512 units: mean return 42.5 after 10M steps (one seed; 22.6 with
-    # the shared MinAtar setting above)
+    # stays the full six) with 512 units: mean return 42.5 after 10M steps on an AMD EPYC with
+    # bf16 (seed 0, 591 s) and 71.5 in fp32 on an Intel Xeon (seed 0, 926 s; 10 after 1.4M
+    # steps); 22.6 with the shared MinAtar setting above
     "minatar-breakout": {
         "params": {"minimal_action_set": True},
         "model": {**MINATAR["model"], "hidden": 512},
