@@ -291,7 +291,8 @@ def test_cli_set_ppo_section_beats_the_snake_presets(tmp_path):
 def test_ppo_learns_minatar_breakout(tmp_path):
     """PPO with the minatar-breakout presets (pgx's minimal action set, sticky actions, 512
     units) reaches a mean return of 10 within 2M steps (seed 0: 1.4M steps, ~140 s, in fp32 on
-    a 2-core Intel Xeon; about 1M with bf16 on an AMD EPYC; random play: 0.4). The run stops at the first metrics row (one iteration's episodes) at 10 or more."""
+    a 2-core Intel Xeon; about 1M with bf16 on an AMD EPYC; random play: 0.4). The run stops
+    at the first metrics row (one iteration's episodes) at 10 or more."""
     config = cfg.from_dict(
         {
             "game": {
