@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import math
 import os
@@ -321,13 +322,27 @@ def _changed(section) -> dict:
 # ------------------------------------------------------------------------------- docs
 
 
+@functools.cache
+def _class_nodes(module: str) -> dict[str, ast.ClassDef]:
+    """The top-level class definitions of a module's source, by name (each module parsed once:
+    ``inspect.getsource`` of a class parses its whole module at every call)."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+    except (KeyError, OSError, TypeError, SyntaxError):
+        return {}
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+@functools.cache
 def field_docs(cls) -> dict[str, str]:
     """The docstring under each dataclass field (CleanRL style), by field name."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError):
-        return {}
-    body = tree.body[0].body
+    node = _class_nodes(cls.__module__).get(cls.__qualname__)
+    if node is None:  # not a top-level class of its module's source: parse the class alone
+        try:
+            node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+        except (OSError, TypeError, SyntaxError):
+            return {}
+    body = node.body
     docs = {}
     for node, after in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):

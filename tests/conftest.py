@@ -96,6 +96,20 @@ def snake() -> SnakeBoard:
     return SnakeBoard()
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (``-n``), give each worker its own share of the cores: a worker then
+    runs, and its runs and subprocesses size their threads, as on a machine of that many cores,
+    instead of oversubscribing the cores the workers share. Numba was imported above with every
+    core in view, so ``parallel_threads`` still runs two threads."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= count:
+        os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _few_threads():
     """Run the suite with ``TEST_THREADS`` Numba and torch threads."""
