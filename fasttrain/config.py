@@ -33,7 +33,7 @@ else:  # pragma: no cover
 from fasttrain import games
 from fasttrain.curriculum import METRICS, Stage, stage_params
 from fasttrain.dashboards import WANDB_MODES
-from fasttrain.device import AMP_MODES, DEVICES
+from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES
 from fasttrain.distributed import BACKENDS as DIST_BACKENDS
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import shape_params
@@ -56,10 +56,11 @@ class RunConfig:
     """auto | off | bf16 | fp16: mixed precision of the networks (auto: bf16 where the CPU or GPU
     computes it natively, on a CPU for networks 128 or more wide; off elsewhere; fp16 uses a
     GradScaler, CUDA only)"""
-    compile: str = "off"
-    """off | default | reduce-overhead | max-autotune: torch.compile the rollout forward pass
-    and the whole update step (loss, backward, optimizer); without a compiler it warns once and
-    runs eagerly"""
+    compile: str = "auto"
+    """auto | off | default | reduce-overhead | max-autotune: torch.compile the rollout forward
+    pass and the whole update step (loss, backward, optimizer); auto: default for feed-forward
+    PPO runs of 2M steps or more with networks at most 256 wide, on a CPU with a C++ compiler;
+    off elsewhere; where compiling fails it warns once and runs eagerly"""
     torch_threads: int = 0
     """torch intra-op threads (0: one per core)"""
     numba_threads: int = 0
@@ -166,7 +167,7 @@ LEARNER_SECTIONS = LEARNERS.keys()  # may be overridden per game in [game.<name>
 CHOICES = {
     ("run", "device"): DEVICES,
     ("run", "amp"): AMP_MODES,
-    ("run", "compile"): ("off", "default", "reduce-overhead", "max-autotune"),
+    ("run", "compile"): COMPILE_MODES,
     ("run", "dist_backend"): DIST_BACKENDS,
     ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),

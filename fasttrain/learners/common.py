@@ -4,6 +4,7 @@ precision), one autocast, one optimizer step, phase timers and the common checkp
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -123,6 +124,24 @@ def set_learning_rate(optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
+class _NoProfilerNotes(logging.Filter):
+    """Drops torch.compile's note that the optimizer's profiler markers are left out of the
+    compiled code: harmless, and it reads like a problem in a run's output."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Profiler record function", "Profiler function"))
+
+
+_NO_PROFILER_NOTES = _NoProfilerNotes()
+
+
+def _quiet_compile_notes() -> None:
+    for name in ("torch._dynamo.variables.ctx_manager", "torch._dynamo.variables.torch"):
+        logger = logging.getLogger(name)
+        if _NO_PROFILER_NOTES not in logger.filters:
+            logger.addFilter(_NO_PROFILER_NOTES)
+
+
 class CompiledStep:
     """A network's forward pass or a whole training step under ``torch.compile`` (``mode``
     ``off`` runs it as it is).
@@ -140,6 +159,7 @@ class CompiledStep:
         self.first = mode != "off"
         self.fn = fn
         if self.first:
+            _quiet_compile_notes()
             try:
                 self.fn = torch.compile(fn, mode=None if mode == "default" else mode)
             except Exception as exc:  # a torch without a compiler for this platform
@@ -409,7 +429,13 @@ class TrainerBase:
     def describe(self) -> str:
         """The shape of one iteration, for the run's first log line."""
         text = f"{self.describe_rows()} x {self.args.num_steps} steps = batch {self.batch_size}"
-        return text if self.world == 1 else f"{text} per rank x {self.world} ranks"
+        text = text if self.world == 1 else f"{text} per rank x {self.world} ranks"
+        return text + self.compile_note()
+
+    def compile_note(self) -> str:
+        """`` | torch.compile (MODE)`` when the learner compiles (``run.compile``), else ``""``."""
+        mode = getattr(self, "compile_mode", "off")
+        return "" if mode == "off" else f" | torch.compile ({mode})"
 
     def base_state(self) -> dict:
         """Checkpoint fields every learner has: counters, env buffers and random streams."""

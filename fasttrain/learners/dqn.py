@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fasttrain.device import resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.learners.common import (
     CompiledStep,
@@ -383,8 +384,11 @@ class Trainer(TrainerBase):
         # first use (a ring can have many slots) and kept
         self.step_outputs = [None] * self.buffer.num_slots
         warn = warn_once(warn)  # one compile warning covers acting and the update
-        self.act_network = CompiledStep(self.q_network, config.run.compile, warn, "the network")
-        self.train_step = CompiledStep(self._train_step, config.run.compile, warn)
+        self.compile_mode = resolve_compile(
+            config.run.compile, self.ctx.device, args.total_timesteps, "dqn"
+        )
+        self.act_network = CompiledStep(self.q_network, self.compile_mode, warn, "the network")
+        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
 
     def describe(self) -> str:
         args = self.args
@@ -392,6 +396,7 @@ class Trainer(TrainerBase):
             f"{self.describe_rows()} x {args.num_steps} steps per iteration | replay "
             f"{args.buffer_size:,}, batch {self.batch_size}"
             + ("" if self.world == 1 else f" | per rank x {self.world} ranks")
+            + self.compile_note()
         )
 
     # --------------------------------------------------------------------------- ROLLOUT

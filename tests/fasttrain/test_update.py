@@ -124,6 +124,64 @@ def test_compiled_update_equals_eager_update_on_a_fixed_batch():
         assert losses["default"][key] == pytest.approx(losses["off"][key], rel=1e-3, abs=1e-5)
 
 
+# ------------------------------------------------------------------ run.compile = "auto"
+
+
+@pytest.mark.parametrize(
+    "device, steps, learner, recurrent, width, compiler, expected",
+    [
+        ("cpu", devices.COMPILE_MIN_STEPS, "ppo", False, 128, True, "default"),  # a long run
+        ("cpu", devices.COMPILE_MIN_STEPS, "ppo", False, 256, True, "default"),
+        ("cpu", devices.COMPILE_MIN_STEPS - 1, "ppo", False, 128, True, "off"),  # too short
+        ("cpu", 10**8, "ppo", False, 512, True, "off"),  # matrix-bound: no faster compiled
+        ("cpu", 10**8, "ppo", False, 128, False, "off"),  # no C++ compiler: eager, no warning
+        ("cpu", 10**8, "ppo", True, 128, True, "off"),  # recurrent policies: not measured
+        ("cpu", 10**8, "dqn", False, 128, True, "off"),  # DQN: not measured faster
+        ("cuda", 10**8, "ppo", False, 128, True, "off"),  # GPUs: not measured
+    ],
+)
+def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
+    monkeypatch, device, steps, learner, recurrent, width, compiler, expected
+):
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++" if compiler else None)
+    where = Device(torch.device(device), device)
+    args = (where, steps, learner, recurrent, width)
+    assert devices.resolve_compile("auto", *args) == expected
+    for mode in ("off", "default", "max-autotune"):  # an explicit choice is kept
+        assert devices.resolve_compile(mode, *args) == mode
+
+
+def test_cpp_compiler_follows_cxx(monkeypatch, tmp_path):
+    fake = tmp_path / "my-c++"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    assert devices.cpp_compiler() == str(fake)
+    monkeypatch.setenv("CXX", str(tmp_path / "missing"))
+    assert devices.cpp_compiler() is None
+
+
+def test_compile_auto_reaches_the_trainer_and_its_first_log_line(monkeypatch):
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++")
+    compiled = torch.compile
+    calls = []
+
+    def spy(fn, mode=None):
+        calls.append(mode)
+        return compiled(fn, mode=mode)
+
+    monkeypatch.setattr(torch, "compile", spy)
+    for steps, mode in ((devices.COMPILE_MIN_STEPS, "default"), (4096, "off")):
+        calls.clear()
+        config = small(run={"compile": "auto"}, ppo={"total_timesteps": steps})
+        trainer = Trainer(config, warn=lambda *_: None)
+        assert trainer.compile_mode == mode
+        assert calls == ([None, None] if mode == "default" else [])  # the network and the step
+        assert ("torch.compile (default)" in trainer.describe()) is (mode == "default")
+    with pytest.raises(cfg.ConfigError, match="auto, off, default, reduce-overhead"):
+        small(run={"compile": "yes"})
+
+
 # ------------------------------------------------------------------ optimizers
 
 
