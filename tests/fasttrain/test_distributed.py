@@ -28,6 +28,7 @@ SETS = [
     "--set", "log.curves=false",
     "--set", "log.progress=false",
     "--set", "run.dist_timeout_s=30",
+    "--set", "run.compile=off",  # not the runs of 10**9 steps that stand for "until stopped"
 ]  # fmt: skip
 STEPS_PER_ITERATION = 16 * 16 * 2  # envs x steps x ranks
 VOLATILE = ("time_s", "sps")  # columns that depend on timing

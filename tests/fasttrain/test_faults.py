@@ -46,6 +46,9 @@ SETS = [
     "log.curves=false",  # these runs check files and signals; a picture costs ~0.5 s each
     "run.torch_threads=1",  # runs share the two cores without oversubscribing them
     "run.numba_threads=1",
+    # eager iterations of a known length: run.compile = auto would compile the runs of 2M+ steps
+    # that stand for "until stopped" here (a compile first, then much shorter iterations)
+    "run.compile=off",
 ]
 ITERATION = 16 * 8  # environment steps per PPO iteration with SETS
 # long enough that a signal sent within 1.5 s of the first metrics row lands mid-run

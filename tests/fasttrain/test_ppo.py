@@ -13,6 +13,7 @@ import torch
 
 from fasttrain import checkpoint
 from fasttrain import config as cfg
+from fasttrain import device as devices
 from fasttrain.bench.training import benchmark_training
 from fasttrain.learners.ppo import Trainer
 from fasttrain.runner import METRICS, run
@@ -42,6 +43,7 @@ TINY_SETS = [
     "game.snake.ppo.num_minibatches=2",
     "model.hidden=32",
     "log.progress=false",
+    "run.compile=off",  # not the runs of 10**8 steps that stand for "until stopped"
 ]
 
 
@@ -236,7 +238,8 @@ def test_amp_bf16_and_compile_fallback(monkeypatch):
         Trainer(tiny(256, run={"amp": "fp16"}))
 
 
-def test_benchmark_training_reports_split_and_ceiling():
+def test_benchmark_training_reports_split_and_ceiling(monkeypatch):
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # run.compile auto: eager
     result = benchmark_training("ppo", "snake", "cpu", iterations=1, num_envs=16)
     assert result["sps"] > 0 and result["ceiling_sps"] > 0
     split = [result[f"time_{k}"] for k in ("env", "forward", "learn", "other")]
