@@ -62,9 +62,11 @@ class RunConfig:
     PPO runs of 2M steps or more with networks at most 256 wide, on a CPU with a C++ compiler;
     off elsewhere; where compiling fails it warns once and runs eagerly"""
     torch_threads: int = 0
-    """torch intra-op threads (0: one per core)"""
+    """torch intra-op threads (0: one per core; one for a small network stepping few rows, under
+    1M multiply-adds per rollout step, as CartPole's defaults)"""
     numba_threads: int = 0
-    """Numba threads for the environments (0: one per core)"""
+    """Numba threads for the environments (0: one per core; one where torch_threads's 0 means
+    one)"""
     checkpoint_interval: int = 100
     """write checkpoint.pt every this many iterations (and always at the end, on Ctrl-C and on
     SIGTERM)"""

@@ -116,6 +116,16 @@ def cpp_compiler() -> str | None:
     return next((path for path in map(shutil.which, names) if path), None)
 
 
+def dynamo_supported() -> bool:
+    """Whether this torch can compile on this Python (torch 2.3 could not on Python 3.12)."""
+    try:
+        from torch._dynamo import is_dynamo_supported
+
+        return bool(is_dynamo_supported())
+    except Exception:  # an old or stripped-down torch
+        return False
+
+
 def resolve_compile(
     mode: str,
     device: Device,
@@ -126,17 +136,15 @@ def resolve_compile(
 ) -> str:
     """``run.compile`` to the ``torch.compile`` mode used (``off``: eager). ``auto`` is
     ``default`` for a feed-forward PPO run of ``COMPILE_MIN_STEPS`` steps or more with layers
-    at most ``COMPILE_MAX_WIDTH`` wide, on a CPU where a C++ compiler is found; ``off``
-    elsewhere (short runs, wide networks, DQN and recurrent policies, which were not measured
-    faster, and GPUs, not measured). The other modes are taken as given."""
+    at most ``COMPILE_MAX_WIDTH`` wide, on a CPU where a C++ compiler is found and this torch
+    compiles on this Python; ``off`` elsewhere (short runs, wide networks, DQN and recurrent
+    policies, which were not measured faster, and GPUs, not measured). The other modes are
+    taken as given."""
     if mode not in COMPILE_MODES:
         raise ConfigError(f"unknown run.compile {mode!r}; valid: {', '.join(COMPILE_MODES)}")
     if mode != "auto":
         return mode
     pays = steps >= COMPILE_MIN_STEPS and width <= COMPILE_MAX_WIDTH
-    feed_forward_ppo = learner == "ppo" and not recurrent
-    return (
-        "default"
-        if device.type == "cpu" and pays and feed_forward_ppo and cpp_compiler()
-        else "off"
-    )
+    if device.type != "cpu" or not pays or learner != "ppo" or recurrent:
+        return "off"
+    return "default" if cpp_compiler() and dynamo_supported() else "off"

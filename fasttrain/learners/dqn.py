@@ -28,6 +28,7 @@ from fasttrain.learners.common import (
     check_memory,
     check_optimizer,
     make_optimizer,
+    one_torch_thread,
     user_sizes,
     warn_once,
 )
@@ -341,7 +342,7 @@ class Trainer(TrainerBase):
         self.args = args = config.learner("dqn")
         super().__init__(config, args.num_envs)
         env = self.env
-        with user_sizes(f"the model (model.hidden = {config.model.hidden})"):
+        with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
             self.q_network = make_q_network(
                 env.obs_shape,
                 env.obs_dtype,
@@ -352,6 +353,7 @@ class Trainer(TrainerBase):
                 env.spec.obs_categories,
             )
         self.share_weights(self.q_network)
+        self.fit_threads(self.q_network)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = make_optimizer(args.optimizer, self.q_network, args.learning_rate, 1e-8)
         self.batch_size = args.batch_size

@@ -24,6 +24,7 @@ from fasttrain.learners.common import (
     check_memory,
     check_optimizer,
     make_optimizer,
+    one_torch_thread,
     set_learning_rate,
     user_sizes,
     warn_once,
@@ -159,7 +160,7 @@ class Trainer(TrainerBase):
         self.args = args = config.learner("ppo")
         super().__init__(config, args.num_envs)
         env = self.env
-        with user_sizes(f"the model (model.hidden = {config.model.hidden})"):
+        with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
             self.policy = make_policy(
                 env.obs_shape,
                 env.obs_dtype,
@@ -169,6 +170,7 @@ class Trainer(TrainerBase):
                 env.spec.obs_categories,
             )
         self.share_weights(self.policy)
+        self.fit_threads(self.policy)
         self.optimizer = make_optimizer(args.optimizer, self.policy, args.learning_rate, eps=1e-5)
         self.batch_size = self.rows * args.num_steps  # per rank
         self.minibatch_size = self.batch_size // args.num_minibatches

@@ -6,6 +6,7 @@ import torch
 from fasttrain import config as cfg
 from fasttrain import device as devices
 from fasttrain.device import Device, native_bf16, resolve_amp
+from fasttrain.learners import LEARNERS, common
 from fasttrain.learners.common import Optimizers, make_optimizer
 from fasttrain.learners.ppo import Trainer
 from fasttrain.models import make_policy
@@ -147,6 +148,8 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
     where = Device(torch.device(device), device)
     args = (where, steps, learner, recurrent, width)
     assert devices.resolve_compile("auto", *args) == expected
+    monkeypatch.setattr(devices, "dynamo_supported", lambda: False)  # e.g. torch 2.3, Py 3.12
+    assert devices.resolve_compile("auto", *args) == "off"
     for mode in ("off", "default", "max-autotune"):  # an explicit choice is kept
         assert devices.resolve_compile(mode, *args) == mode
 
@@ -234,3 +237,66 @@ def test_muon_trains_cartpole(tmp_path):
     )
     summary = run(config, out=tmp_path / "muon", echo=lambda *_: None)
     assert summary["episodic_return"] >= 400, summary
+
+
+# ------------------------------------------------------------------ threads for the run's size
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    """A machine of four cores to size threads on; the suite's thread counts come back after."""
+    import numba
+
+    monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    threads = torch.get_num_threads(), numba.get_num_threads()
+    yield min(4, numba.config.NUMBA_NUM_THREADS)
+    torch.set_num_threads(threads[0])
+    numba.set_num_threads(threads[1])
+
+
+def test_setup_threads_takes_one_thread_for_small_steps_where_the_config_says_0(four_cores):
+    import numba
+
+    auto, two = cfg.RunConfig(), cfg.RunConfig(torch_threads=2, numba_threads=2)
+    below, at = common.SMALL_STEP_WORK - 1, common.SMALL_STEP_WORK
+    for settings, work, expected in (
+        (auto, at, (4, four_cores)),  # one per core
+        (auto, None, (4, four_cores)),  # size unknown yet
+        (auto, below, (1, 1)),
+        (two, below, (2, min(2, four_cores))),  # a count in the config is kept
+    ):
+        common.setup_threads(settings, 1, work)
+        assert (torch.get_num_threads(), numba.get_num_threads()) == expected, (settings, work)
+    common.setup_threads(auto, 2, at)  # two ranks on the machine share its cores
+    assert torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize(
+    "game, algo, small",
+    [("cartpole", "ppo", True), ("cartpole", "dqn", True), ("snake", "ppo", False)],
+)
+def test_trainers_size_threads_by_rows_times_weights(monkeypatch, four_cores, game, algo, small):
+    """CartPole's default networks stepping 64 (PPO) or 16 (DQN) rows are small; Snake's 512
+    rows of a 576-input network are not."""
+    seen = []
+    setup = common.setup_threads
+    monkeypatch.setattr(common, "setup_threads", lambda *a: seen.append(a) or setup(*a))
+    config = cfg.from_dict({"game": {"name": game}, "run": {"algo": algo}})
+    trainer = LEARNERS[algo].trainer(config, warn=lambda *_: None)
+    network = trainer.policy if algo == "ppo" else trainer.q_network
+    weights = sum(p.numel() for p in network.parameters() if p.ndim > 1)
+    assert seen[-1][2] == trainer.env.num_rows * weights  # the last call sized them
+    assert (seen[-1][2] < common.SMALL_STEP_WORK) is small
+    assert torch.get_num_threads() == (1 if small else 4)
+
+
+def test_initial_weights_do_not_depend_on_the_thread_count():
+    """Networks are initialised on one thread, so runs that differ only in threads start alike
+    (orthogonal initialisation rounds differently on two threads)."""
+    weights = []
+    for threads in (1, 2):
+        config = small(run={"torch_threads": threads}, model={"hidden": 64})
+        trainer = Trainer(config, warn=lambda *_: None)
+        weights.append([p.detach().clone() for p in trainer.policy.parameters()])
+    for a, b in zip(*weights, strict=True):
+        assert torch.equal(a, b)
