@@ -18,10 +18,11 @@ from fasttrain.vecenv import VecEnv, make
 
 # Below this many multiply-adds per rollout step (environment rows x network weights), one torch
 # thread and one Numba thread train fastest: each operation is too small to split, and two thread
-# pools on few cores wait on each other. Measured on a 2-core Intel Xeon: CartPole's default PPO
-# (64 rows x 4.5k weights) reached return 475 in 1.6-1.7 s against 3.3-3.9 s on two threads of
-# each (3 seeds, one sitting), and CartPole DQN (16 x 4.5k) ran 47k steps/s against 37k; Snake DQN
-# (64 x 90k) ran 7.3k against 9.6k and Snake PPO (512 x 90k) 38k against 63k, so they keep two.
+# pools on few cores wait on each other. Measured on a 2-core Intel Xeon, one thread of each
+# against two: CartPole's default PPO (64 rows x 4.5k weights) reached return 475 in 1.6-1.8 s
+# against 3.2-3.9 s (medians of 3 seeds, two sittings), CartPole DQN (16 x 4.5k) ran 47k steps/s
+# against 37k; but Snake DQN (64 x 90k) ran 7.3k against 9.6k and Snake PPO (512 x 90k) 38k
+# against 63k, so they keep a thread per core.
 SMALL_STEP_WORK = 1_000_000
 
 
