@@ -41,7 +41,8 @@ def resolve_device(name: str) -> Device:
     if name not in DEVICES:
         raise ConfigError(f"unknown device {name!r}; valid: {', '.join(DEVICES)}")
     if name == "auto":
-        name = "cuda" if cuda_available() and torch.cuda.is_available() else "cpu"
+        # torch first: a CPU build of torch answers at once, where asking numba-cuda imports it
+        name = "cuda" if torch.cuda.is_available() and cuda_available() else "cpu"
     if name == "cuda":
         problem = cuda_problem()
         if problem is None and simulator():
