@@ -466,9 +466,13 @@ class TrainerBase:
         return text + self.compile_note()
 
     def compile_note(self) -> str:
-        """`` | torch.compile (MODE)`` when the learner compiles (``run.compile``), else ``""``."""
+        """`` | bf16 update`` (or fp16) under mixed precision (``run.amp``; the rollout's forward
+        passes stay float32), then `` | torch.compile (MODE)`` when the learner compiles
+        (``run.compile``)."""
+        amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.ctx.amp_dtype)
+        note = f" | {amp} update" if amp else ""
         mode = getattr(self, "compile_mode", "off")
-        return "" if mode == "off" else f" | torch.compile ({mode})"
+        return note + ("" if mode == "off" else f" | torch.compile ({mode})")
 
     def base_state(self) -> dict:
         """Checkpoint fields every learner has: counters, env buffers and random streams."""

@@ -97,6 +97,13 @@ def test_amp_auto_sets_the_trainers_autocast(monkeypatch):
         Trainer(small(run={"amp": "fp16"}), warn=lambda *_: None)
 
 
+def test_first_log_line_names_the_updates_precision(monkeypatch):
+    monkeypatch.setattr(devices, "cpu_flags", lambda: {"avx512_bf16"})
+    assert "| bf16 update" in Trainer(small(run={"amp": "bf16"}), warn=print).describe()
+    assert "bf16" not in Trainer(small(run={"amp": "off"}), warn=print).describe()
+    assert "bf16" not in Trainer(small(run={"amp": "auto"}), warn=print).describe()  # 16 wide
+
+
 # ------------------------------------------------------------------ the compiled update step
 
 
