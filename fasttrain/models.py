@@ -31,7 +31,8 @@ def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -
 
 class ObsEncoder(nn.Module):
     """Observations as floats: category codes one-hot (as channels first for a CNN), uint8
-    grids through log1p (they hold flags and small counts; log1p puts both on one scale)."""
+    grids through log(1 + x) (they hold flags and small counts; the log puts both on one
+    scale)."""
 
     def __init__(self, uint8_input: bool, categories: int = 0, channels_first: bool = False):
         super().__init__()
@@ -43,7 +44,11 @@ class ObsEncoder(nn.Module):
         if self.categories:
             x = F.one_hot(obs.long(), self.categories).float()  # (B, *obs_shape, categories)
             return x.movedim(-1, 1) if self.channels_first else x
-        return torch.log1p(obs.float()) if self.uint8_input else obs.float()
+        if self.uint8_input:
+            # log(1 + x), not log1p: the same values on every byte (1 + x is exact in float32)
+            # at ~1/3 of log1p's time on the CPU, where log1p is not vectorised as well
+            return obs.to(torch.float32, copy=True).add_(1.0).log_()  # never the caller's
+        return obs.float()
 
 
 class ActorCritic(nn.Module):

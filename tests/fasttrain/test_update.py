@@ -104,6 +104,26 @@ def test_first_log_line_names_the_updates_precision(monkeypatch):
     assert "bf16" not in Trainer(small(run={"amp": "auto"}), warn=print).describe()  # 16 wide
 
 
+# ------------------------------------------------------------------ the observation encoder
+
+
+def test_uint8_encoder_is_log1p_of_every_byte_and_leaves_its_input_alone():
+    from fasttrain.models import ObsEncoder
+
+    grid = torch.arange(256, dtype=torch.uint8).view(4, 8, 8)
+    encoded = ObsEncoder(uint8_input=True)(grid)
+    assert encoded.dtype == torch.float32
+    torch.testing.assert_close(encoded, torch.log1p(grid.float()))
+    assert torch.equal(grid, torch.arange(256, dtype=torch.uint8).view(4, 8, 8))
+    floats = grid.float()  # an already float input (as play may pass) is not written to
+    torch.testing.assert_close(ObsEncoder(uint8_input=True)(floats), torch.log1p(grid.float()))
+    assert torch.equal(floats, grid.float())
+    # under autograd too (the update's forward)
+    weight = torch.ones(256, requires_grad=True)
+    (ObsEncoder(uint8_input=True)(grid).view(-1) * weight).sum().backward()
+    torch.testing.assert_close(weight.grad, torch.log1p(torch.arange(256.0)))
+
+
 # ------------------------------------------------------------------ the compiled update step
 
 
