@@ -63,7 +63,7 @@ class RunConfig:
     off elsewhere; where compiling fails it warns once and runs eagerly"""
     torch_threads: int = 0
     """torch intra-op threads (0: one per core; one for a small network stepping few rows, under
-    1M multiply-adds per rollout step, as CartPole's defaults)"""
+    500k multiply-adds per rollout step, as CartPole's defaults)"""
     numba_threads: int = 0
     """Numba threads for the environments (0: one per core; one where torch_threads's 0 means
     one)"""

@@ -16,6 +16,9 @@ JSON). Rows, by ``kind``:
   and its ceiling with the default config and that recurrent ``model.core`` (``ppo+lstm`` in the
   note and the skip notes, ``core`` in the JSON; every training row has one, ``none`` for
   feed-forward); a default config that does not fit the core is skipped with its reason.
+  CartPole also gets a PPO row and its ceiling at PufferLib 3.0's own CartPole settings (1024
+  envs, batch 65,536, minibatch 8,192, one epoch, one layer of 128; ``settings`` in the JSON
+  names it, ``default`` on every other training row), the work PufferLib's steps/s are quoted on.
 - ``peer``: Gymnasium's CartPole sync vector env and Stable-Baselines3 PPO on CartPole, when
   installed.
 

@@ -90,6 +90,29 @@ PUFFER_ARENA = dict(
     width=640, height=360, num_snakes=256, num_food=4096, vision=5, max_snake_length=1024
 )
 EXTRA_ENV_ROWS = {"arena": [("PufferLib's configuration (640x360, 256 snakes)", 4, PUFFER_ARENA)]}
+# Extra training rows at other settings: (label, algo, config sections over the default config).
+# CartPole is also trained with PufferLib 3.0's own CartPole settings, the work its trainer's
+# steps/s are measured on (the 10M-step budget only sets run.compile = "auto" and the schedule).
+PUFFER_CARTPOLE = {
+    "ppo": {
+        "total_timesteps": 10_000_000,
+        "num_envs": 1024,
+        "num_steps": 64,
+        "num_minibatches": 8,
+        "update_epochs": 1,
+    },
+    "model": {"hidden": 128, "layers": 1},
+}
+EXTRA_TRAIN_ROWS = {
+    "cartpole": [
+        (
+            "PufferLib 3.0's CartPole settings: 1024 envs, batch 65,536, minibatch 8,192, "
+            "1 epoch, one layer of 128",
+            "ppo",
+            PUFFER_CARTPOLE,
+        )
+    ]
+}
 
 
 def bench_env(
@@ -219,15 +242,24 @@ def bench_train(
     seed=0,
     threads=None,
     core: str = "none",
+    settings: dict | None = None,
 ):
     """Results of ``repeats`` calls of ``benchmark_training`` for ``algo`` (each warms up),
-    with ``model.core = core`` unless it is ``"none"``."""
+    with ``model.core = core`` unless it is ``"none"`` and ``settings`` over the config."""
     from fasttrain.bench.training import benchmark_training
 
     results = []
     for _ in range(repeats):
         result = benchmark_training(
-            algo, game, device, iterations, num_envs=num_envs, seed=seed, threads=threads, core=core
+            algo,
+            game,
+            device,
+            iterations,
+            num_envs=num_envs,
+            seed=seed,
+            threads=threads,
+            core=core,
+            sections=settings,
         )
         missing = [key for key in TRAIN_KEYS if key not in result]
         if missing:
@@ -396,17 +428,33 @@ def training_stage(plan: Plan, results: Results, game: str) -> None:
         train_rows(plan, results, game, algo)
     for core in plan.cores:
         train_rows(plan, results, game, "ppo", core)
+    for name, algo, settings in EXTRA_TRAIN_ROWS.get(game, ()):
+        train_rows(plan, results, game, algo, settings=(name, settings))
 
 
-def train_rows(plan: Plan, results: Results, game: str, algo: str, core: str = "none") -> None:
+def train_rows(
+    plan: Plan,
+    results: Results,
+    game: str,
+    algo: str,
+    core: str = "none",
+    settings: tuple[str, dict] | None = None,
+) -> None:
     """The train row and the ceiling row of ``algo`` on ``game`` (``model.core = core`` unless
-    ``"none"``), or a skip note. Rows with a core are labelled ``ppo+lstm``."""
+    ``"none"``), or a skip note. Rows with a core are labelled ``ppo+lstm``. ``settings``:
+    ``(name, config sections)`` of an extra row at other settings than the default config
+    (``--train-num-envs`` does not apply to it), named in its note and as ``settings``."""
     from fasttrain.errors import ConfigError
 
     device = plan.device.type
     label = algo if core == "none" else f"{algo}+{core}"
-    progress(f"{game} {device}: {label.upper()} training ({plan.train_iterations} iterations)")
+    name, sections = settings or ("", None)
+    progress(
+        f"{game} {device}: {label.upper()} training ({plan.train_iterations} iterations)"
+        + (f", {name}" if name else "")
+    )
     what = f"train {game}" + ("" if label == "ppo" else f" {label}")  # PPO's name predates DQN
+    what += f" ({name})" if name else ""
     try:
         runs = bench_train(
             algo,
@@ -414,10 +462,11 @@ def train_rows(plan: Plan, results: Results, game: str, algo: str, core: str = "
             device,
             plan.train_iterations,
             plan.train_repeats,
-            plan.train_num_envs,
+            None if sections else plan.train_num_envs,
             plan.seed,
             plan.threads,
             core=core,
+            settings=sections,
         )
     except ImportError as exc:
         results.skip(what, f"benchmark_training for {algo} not available ({exc})")
@@ -431,18 +480,20 @@ def train_rows(plan: Plan, results: Results, game: str, algo: str, core: str = "
     split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
     trained = runs[0].get("core", core)  # the model.core trained (a preset may set one)
     label = algo if trained == "none" else f"{algo}+{trained}"
-    ids = dict(algo=algo, core=trained)
+    ids = dict(algo=algo, core=trained, settings=name or "default")
+    num_envs_note = "" if plan.train_num_envs is None or sections else " (num_envs set)"
     train = make_row(
         game,
         "train",
         device,
         runs[0].get("num_envs", 0),
         [r["sps"] for r in runs],
-        "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}".format(
+        "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}{}".format(
             label,
             *split.values(),
-            "" if plan.train_num_envs is None else " (num_envs set)",
+            num_envs_note,
             gpu_memory_note(runs[0].get("gpu_mem_bytes")),
+            f"; {name}" if name else "",
         ),
         **ids,
         batch_size=runs[0].get("batch_size"),
@@ -457,7 +508,9 @@ def train_rows(plan: Plan, results: Results, game: str, algo: str, core: str = "
     ceiling = make_row(game, "ceiling", device, train["num_envs"], ceilings, **ids)
     fraction = train["sps_median"] / ceiling["sps_median"]
     ceiling["fraction_reached"] = fraction
-    ceiling["note"] = f"{label}: learner only; training reaches {fraction:.0%}"
+    ceiling["note"] = f"{label}: learner only; training reaches {fraction:.0%}" + (
+        f"; {name}" if name else ""
+    )
     results.rows.append(ceiling)
 
 

@@ -20,12 +20,14 @@ def benchmark_training(
     seed: int = 0,
     threads: int | None = None,
     core: str = "none",
+    sections: dict | None = None,
 ) -> dict:
     """End-to-end SPS of learner ``algo`` on ``game`` with its default config, the time split
     and the learner-only ceiling (the learner's ``bench`` settings applied), and the
     ``model.core`` trained (``core``). ``core``: the ``model.core`` to train with (``"none"``:
-    the default config's). A config that does not fit (a recurrent core's sequences against the
-    rollout) raises ``ConfigError``."""
+    the default config's). ``sections``: config sections (``{"ppo": {...}, "model": {...}}``)
+    laid over the default config, as a user's config file would be. A config that does not fit
+    (a recurrent core's sequences against the rollout) raises ``ConfigError``."""
     learner = LEARNERS[algo]
     settings = dict(learner.bench)
     if num_envs is not None:
@@ -37,6 +39,8 @@ def benchmark_training(
         overrides[algo] = settings
     if core != "none":
         overrides["model"] = {"core": core}
+    if sections:
+        overrides = cfg.merge(overrides, sections)
     config = cfg.build([("bench", overrides)])
     result = measure_training(
         learner.trainer(config, warn=lambda *_: None), iterations, learner.ceiling

@@ -22,8 +22,10 @@ from fasttrain.vecenv import VecEnv, make
 # against two: CartPole's default PPO (64 rows x 4.5k weights) reached return 475 in 1.6-1.8 s
 # against 3.2-3.9 s (medians of 3 seeds, two sittings), CartPole DQN (16 x 4.5k) ran 47k steps/s
 # against 37k; but Snake DQN (64 x 90k) ran 7.3k against 9.6k and Snake PPO (512 x 90k) 38k
-# against 63k, so they keep a thread per core.
-SMALL_STEP_WORK = 1_000_000
+# against 63k, so they keep a thread per core. PufferLib's CartPole settings (1024 rows x 896
+# weights, 0.92M) ran at 670k steps/s on one thread of each and 1.04M on two (Xeon with AMX,
+# compiled, bf16 update), so the line sits at 500k, between 0.29M and 0.92M.
+SMALL_STEP_WORK = 500_000
 
 
 def setup_threads(run, processes: int = 1, step_work: int | None = None) -> None:

@@ -551,8 +551,10 @@ def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(tmp
     results = Results()
     stages.training_stage(plan, results, "cartpole")
     assert not results.skipped, results.skipped
-    rows = {(r["kind"], r["algo"], r.get("core")): r for r in results.rows}
-    assert len(rows) == len(results.rows)  # no two rows share kind, algo and core
+    keys = [(r["kind"], r["algo"], r["core"], r["settings"]) for r in results.rows]
+    assert len(set(keys)) == len(keys)  # no two rows share kind, algo, core and settings
+    # the default config's rows (CartPole also has a row at PufferLib's settings)
+    rows = {k[:3]: r for k, r in zip(keys, results.rows, strict=True) if k[3] == "default"}
     ff, lstm = rows["train", "ppo", "none"], rows["train", "ppo", "lstm"]
     assert ("ceiling", "ppo", "lstm") in rows and ("ceiling", "ppo", "none") in rows
     assert results.rows.index(lstm) > results.rows.index(rows["train", "dqn", "none"])
@@ -566,8 +568,16 @@ def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(tmp
     assert "ppo: env " in out and "ppo+lstm: env " in out
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["settings"]["cores"] == ["lstm"]
-    trains = [(r["algo"], r["core"]) for r in data["results"] if r["kind"] == "train"]
-    assert trains == [("ppo", "none"), ("dqn", "none"), ("ppo", "lstm")]
+    trains = [
+        (r["algo"], r["core"], r["settings"]) for r in data["results"] if r["kind"] == "train"
+    ]
+    puffer = stages.EXTRA_TRAIN_ROWS["cartpole"][0][0]
+    assert trains == [
+        ("ppo", "none", "default"),
+        ("dqn", "none", "default"),
+        ("ppo", "lstm", "default"),
+        ("ppo", "none", puffer),
+    ]
 
 
 def test_a_core_the_config_does_not_fit_is_skipped_in_one_line(tmp_path, monkeypatch):
@@ -582,3 +592,27 @@ def test_a_core_the_config_does_not_fit_is_skipped_in_one_line(tmp_path, monkeyp
     (skip,) = results.skipped
     assert skip["what"] == "train cartpole ppo+lstm"
     assert "bptt_horizon" in skip["reason"] and "\n" not in skip["reason"]
+
+
+def test_cartpole_has_a_row_at_pufferlibs_settings(monkeypatch):
+    """The extra CartPole row trains PufferLib's sizes, its note and JSON name them, and
+    ``--train-num-envs`` does not resize it (it does the default row)."""
+    from fasttrain import device as devices
+
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # eager: no compile in a test
+    plan = make_plan(
+        game_names=("cartpole",), device="cpu", num_envs=None, backend_names=(), quick=True,
+        json_path=None, plot_path=None, threads=1, repeats=1, seconds=0.05,
+        train_iterations=1, train_num_envs=8, targets=False, targets_only=False, cores=(),
+        seed=0,
+    )  # fmt: skip
+    results = Results()
+    stages.training_stage(plan, results, "cartpole")
+    trains = {r["settings"]: r for r in results.rows if r["kind"] == "train" and r["algo"] == "ppo"}
+    assert set(trains) == {"default", stages.EXTRA_TRAIN_ROWS["cartpole"][0][0]}
+    puffer = trains.pop(stages.EXTRA_TRAIN_ROWS["cartpole"][0][0])
+    assert (puffer["num_envs"], puffer["batch_size"]) == (1024, 65_536)
+    assert "PufferLib" in puffer["note"] and "(num_envs set)" not in puffer["note"]
+    assert trains["default"]["num_envs"] == 8 and "(num_envs set)" in trains["default"]["note"]
+    ceilings = [r for r in results.rows if r["kind"] == "ceiling" and "PufferLib" in r["note"]]
+    assert len(ceilings) == 1 and ceilings[0]["num_envs"] == 1024
