@@ -164,6 +164,22 @@ class _NoProfilerNotes(logging.Filter):
 _NO_PROFILER_NOTES = _NoProfilerNotes()
 
 
+# Compiled functions guard on the trainer's own objects (its optimizer, its networks), so every
+# trainer built in one process (bench's repeats, a sweep's trials) compiles its step anew; past
+# dynamo's default of 8 per function it would warn and fall back to eager for the rest.
+RECOMPILE_LIMIT = 256
+
+
+def _allow_a_compile_per_trainer() -> None:
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):  # the name changed in torch 2.6
+        if isinstance(getattr(config, name, None), int):
+            setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
+    if isinstance(getattr(config, "accumulated_recompile_limit", None), int):
+        limit = max(config.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+        config.accumulated_recompile_limit = limit
+
+
 def _quiet_compile_notes() -> None:
     for name in ("torch._dynamo.variables.ctx_manager", "torch._dynamo.variables.torch"):
         logger = logging.getLogger(name)
@@ -189,6 +205,7 @@ class CompiledStep:
         self.fn = fn
         if self.first:
             _quiet_compile_notes()
+            _allow_a_compile_per_trainer()
             try:
                 self.fn = torch.compile(fn, mode=None if mode == "default" else mode)
             except Exception as exc:  # a torch without a compiler for this platform

@@ -181,6 +181,47 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
         assert devices.resolve_compile(mode, *args) == mode
 
 
+FRAMES = (("frames", "total"), ("frames", "ok"))
+
+
+def test_many_trainers_in_one_process_each_get_a_compiled_step(monkeypatch):
+    """Each CompiledStep's function guards on its own objects (here a fresh network, as a
+    trainer's optimizer and networks), so bench repeats and sweep trials in one process compile
+    anew each time: past dynamo's default of 8 per function they would fall back to eager."""
+    from torch._dynamo.utils import counters
+
+    real_compile = torch.compile
+    # dynamo's tracing and guards without inductor's code generation: fast enough for a test
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None: real_compile(fn, backend="eager"))
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(torch._dynamo.config, name):
+            monkeypatch.setattr(torch._dynamo.config, name, getattr(torch._dynamo.config, name))
+    torch._dynamo.reset()
+
+    class Trainer:  # an optimizer of its own, which the compiled step guards on
+        def __init__(self):
+            self.weight = torch.nn.Parameter(torch.ones(2))
+            self.optimizer = torch.optim.SGD([self.weight], lr=0.5)
+
+        def step(self, x):
+            loss = (x * self.weight).sum()
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            return loss.detach()
+
+    graphs, frames, ok = (counters[k][n] for k, n in (("stats", "unique_graphs"), *FRAMES))
+    x = torch.ones(3, 2)
+    for _ in range(12):
+        trainer = Trainer()
+        step = common.CompiledStep(trainer.step, "default", warn=pytest.fail)
+        assert step(x) == 6.0 and torch.equal(trainer.weight.detach(), torch.full((2,), -0.5))
+    # a graph for each (past the limit a trainer's step would run eagerly, a frame failing)
+    assert counters["stats"]["unique_graphs"] - graphs >= 12
+    assert counters["frames"]["total"] - frames == counters["frames"]["ok"] - ok
+    torch._dynamo.reset()
+
+
 def test_cpp_compiler_follows_cxx(monkeypatch, tmp_path):
     fake = tmp_path / "my-c++"
     fake.write_text("#!/bin/sh\n")
