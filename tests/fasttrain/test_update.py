@@ -181,6 +181,27 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
         assert devices.resolve_compile(mode, *args) == mode
 
 
+def test_compiled_tanh_uses_inductors_decomposition_and_stays_close(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    if not hasattr(inductor_config.cpp, "use_decompose_tanh"):
+        pytest.skip("this torch has no cpp.use_decompose_tanh (it decomposes tanh already)")
+    monkeypatch.delenv("TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH", raising=False)
+    monkeypatch.setattr(inductor_config.cpp, "use_decompose_tanh", False)
+    if devices.cpp_compiler() is None or not devices.dynamo_supported():
+        pytest.skip("torch.compile needs a C++ compiler on the CPU")
+    step = common.CompiledStep(torch.tanh, "default", warn=pytest.fail)
+    assert inductor_config.cpp.use_decompose_tanh is True
+    x = torch.linspace(-20, 20, 4001)
+    torch.testing.assert_close(step(x), torch.tanh(x), rtol=0, atol=1e-6)
+    assert step.compiled
+    # the user's own choice stands
+    monkeypatch.setattr(inductor_config.cpp, "use_decompose_tanh", False)
+    monkeypatch.setenv("TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH", "0")
+    common.CompiledStep(torch.tanh, "default", warn=pytest.fail)
+    assert inductor_config.cpp.use_decompose_tanh is False
+
+
 FRAMES = (("frames", "total"), ("frames", "ok"))
 
 
