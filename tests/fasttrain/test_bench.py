@@ -546,7 +546,12 @@ def test_bad_core_fails_before_measuring(args, message):
     assert len([ln for ln in done.stderr.splitlines() if ln.startswith("Error")]) == 1
 
 
-def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(tmp_path, capsys):
+def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(
+    tmp_path, capsys, monkeypatch
+):
+    from fasttrain import device as devices
+
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # the PufferLib row stays eager
     plan = train_plan(tmp_path)
     results = Results()
     stages.training_stage(plan, results, "cartpole")
