@@ -206,9 +206,9 @@ FRAMES = (("frames", "total"), ("frames", "ok"))
 
 
 def test_many_trainers_in_one_process_each_get_a_compiled_step(monkeypatch):
-    """Each CompiledStep's function guards on its own objects (here a fresh network, as a
-    trainer's optimizer and networks), so bench repeats and sweep trials in one process compile
-    anew each time: past dynamo's default of 8 per function they would fall back to eager."""
+    """Each CompiledStep's function guards on its own objects (here an optimizer, as a
+    trainer's), so bench repeats and sweep trials in one process compile anew each time: past
+    dynamo's default of 8 per function they would fall back to eager."""
     from torch._dynamo.utils import counters
 
     real_compile = torch.compile
