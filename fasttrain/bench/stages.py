@@ -242,10 +242,10 @@ def bench_train(
     seed=0,
     threads=None,
     core: str = "none",
-    settings: dict | None = None,
+    sections: dict | None = None,
 ):
     """Results of ``repeats`` calls of ``benchmark_training`` for ``algo`` (each warms up),
-    with ``model.core = core`` unless it is ``"none"`` and ``settings`` over the config."""
+    with ``model.core = core`` unless it is ``"none"`` and config ``sections`` laid over."""
     from fasttrain.bench.training import benchmark_training
 
     results = []
@@ -259,7 +259,7 @@ def bench_train(
             seed=seed,
             threads=threads,
             core=core,
-            sections=settings,
+            sections=sections,
         )
         missing = [key for key in TRAIN_KEYS if key not in result]
         if missing:
@@ -449,6 +449,7 @@ def train_rows(
     device = plan.device.type
     label = algo if core == "none" else f"{algo}+{core}"
     name, sections = settings or ("", None)
+    num_envs = None if sections else plan.train_num_envs  # an extra row keeps its own size
     progress(
         f"{game} {device}: {label.upper()} training ({plan.train_iterations} iterations)"
         + (f", {name}" if name else "")
@@ -462,11 +463,11 @@ def train_rows(
             device,
             plan.train_iterations,
             plan.train_repeats,
-            None if sections else plan.train_num_envs,
+            num_envs,
             plan.seed,
             plan.threads,
             core=core,
-            settings=sections,
+            sections=sections,
         )
     except ImportError as exc:
         results.skip(what, f"benchmark_training for {algo} not available ({exc})")
@@ -481,7 +482,6 @@ def train_rows(
     trained = runs[0].get("core", core)  # the model.core trained (a preset may set one)
     label = algo if trained == "none" else f"{algo}+{trained}"
     ids = dict(algo=algo, core=trained, settings=name or "default")
-    num_envs_note = "" if plan.train_num_envs is None or sections else " (num_envs set)"
     train = make_row(
         game,
         "train",
@@ -491,7 +491,7 @@ def train_rows(
         "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}{}".format(
             label,
             *split.values(),
-            num_envs_note,
+            "" if num_envs is None else " (num_envs set)",
             gpu_memory_note(runs[0].get("gpu_mem_bytes")),
             f"; {name}" if name else "",
         ),
