@@ -19,8 +19,11 @@ Values (``seeds`` > 1: the median over the seeds):
   ``budget_s``. A trial that does not reach it gets ``budget_s * (1 + shortfall)``, shortfall =
   ``(target - best mean) / max(|target|, 1)``: after every trial that reached it, closer ones
   first (inf when no episode ended).
-- ``final_return`` / ``final_score`` (maximised): the mean in the last metrics row that had one,
-  when ``budget_s`` training seconds are up (0: no time limit; total_timesteps ends the run).
+- ``final_return`` / ``final_score`` (maximised): the mean of the metrics rows in the last
+  twentieth of the run (``budget_s / POINTS`` seconds, or without a time limit
+  ``total_timesteps / POINTS`` steps, up to the last row that had a value), when ``budget_s``
+  training seconds are up (0: no time limit; total_timesteps ends the run). One row holds only
+  the few episodes of one iteration, too few to rank trials by.
 
 Pruning (``pruner = "median"``): a trial reports at ``POINTS`` points of its budget (every
 ``budget_s / POINTS`` training seconds; without a time limit every ``total_timesteps / POINTS``
@@ -39,6 +42,7 @@ far, so it does not repeat their picks. A trial killed with its process (``kill 
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import io
@@ -317,6 +321,7 @@ class Watch:
         )
         goal = s.target if s.objective == "time_to_target" else math.inf
         self.target = Target(metric, goal, stop=False)
+        self.metric = METRICS[metric]  # the metrics.csv column
         self.trial = trial
         if s.budget_s > 0:
             self.axis, self.spacing = "time_s", s.budget_s / POINTS
@@ -325,6 +330,16 @@ class Watch:
             self.spacing = max(1, sweep.base.learner().total_timesteps // POINTS)
         self.reported = -1  # the last point reported
         self.time_s, self.steps = 0.0, 0
+        # (axis position, mean) of the rows with a mean in the last spacing before the newest
+        self.tail: collections.deque = collections.deque()
+        self.best_final = -math.inf  # the highest ``final`` so far
+
+    @property
+    def final(self) -> float:
+        """final_*: the mean of the rows in the run's last ``spacing`` (-inf before any)."""
+        if not self.tail:
+            return -math.inf
+        return statistics.fmean(value for _, value in self.tail)
 
     @property
     def reached(self) -> bool:
@@ -336,7 +351,7 @@ class Watch:
         """The trial's value if its run ended now."""
         t = self.target
         if self.objective != "time_to_target":
-            return t.last if math.isfinite(t.last) else -math.inf
+            return self.final
         if self.reached:
             return t.seconds
         shortfall = (t.value - t.best) / max(abs(t.value), 1.0)
@@ -346,15 +361,16 @@ class Watch:
         """The value a pruner compares: from the best mean so far, so it only improves."""
         if self.objective == "time_to_target":
             return self.value()
-        return self.target.best
+        return self.best_final
 
     def note(self) -> str:
         """How the run ended, in a few words."""
         t, name = self.target, self.target.metric
         if self.objective != "time_to_target":
-            best = f"best {t.best:.4g}"
+            rows = f"mean of the last {len(self.tail)} rows, best row {t.best:.4g}"
             return (
-                f"final {name} {t.last:.4g} ({best}) at {self.time_s:.1f} s, {self.steps:,} steps"
+                f"final {name} {self.final:.4g} ({rows}) at {self.time_s:.1f} s, "
+                f"{self.steps:,} steps"
             )
         if self.reached:
             return f"reached {name} {t.value:g} at {t.seconds:.2f} s, {t.steps:,} steps"
@@ -365,6 +381,12 @@ class Watch:
     def __call__(self, row: dict) -> bool:
         self.target(row)
         self.time_s, self.steps = float(row["time_s"]), int(row["global_step"])
+        position, value = float(row[self.axis]), float(row.get(self.metric, math.nan))
+        if math.isfinite(value):
+            self.tail.append((position, value))
+            while self.tail[0][0] < position - self.spacing:
+                self.tail.popleft()
+            self.best_final = max(self.best_final, self.final)
         if self.reached or 0 < self.budget_s <= self.time_s:
             return True
         point = int(row[self.axis] // self.spacing)

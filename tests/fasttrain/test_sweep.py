@@ -85,9 +85,14 @@ def test_two_trials_write_run_dirs_trials_csv_and_the_best_config(tmp_path):
         run_dir = out / f"trial-{int(row['trial']):04d}"
         assert row["state"] == "complete" and row["run_dir"] == str(run_dir)
         assert (run_dir / "metrics.csv").exists() and (run_dir / "checkpoint.pt").exists()
-        summary = json.loads((run_dir / "summary.json").read_text())
-        # final_return is the mean return of the run's last row
-        assert math.isclose(float(row["value"]), summary["episodic_return"])
+        # final_return is the mean return of the rows in the run's last twentieth
+        with open(run_dir / "metrics.csv", newline="") as f:
+            reader = csv.DictReader(f)
+            metrics = [(int(r["global_step"]), float(r["charts/episodic_return"])) for r in reader]
+        metrics = [(step, value) for step, value in metrics if math.isfinite(value)]
+        last = metrics[-1][0]
+        tail = [value for step, value in metrics if step >= last - 4096 // 20]
+        assert len(tail) >= 1 and math.isclose(float(row["value"]), sum(tail) / len(tail))
         # the sampled values are the ones the run trained with
         ran = cfg.build([("trial", cfg.load_toml(run_dir / "config.toml"))]).learner()
         assert ran.learning_rate == float(row[LR]) and ran.update_epochs == int(row[EPOCHS])
@@ -253,7 +258,26 @@ def test_pruning_reports_once_per_point_in_the_studys_direction():
     with pytest.raises(optuna.TrialPruned, match="behind the median"):
         watch(row(0.15, 10.0))
     assert watch.trial.reports == [(0, 30.0), (1, 30.0)]  # the best mean so far: maximised
-    assert watch.value() == 10.0  # while the value is the last mean
+    assert watch.value() == 20.0  # while the value is the mean of the last 0.1 s: 30 and 10
+
+
+def test_final_values_are_the_mean_of_the_rows_in_the_last_twentieth():
+    s = spec(objective="final_return", budget_s=2.0)  # a twentieth: 0.1 s
+    watch = sweeping.Watch(s)
+    assert watch.value() == -math.inf  # no episode ended yet
+    for time_s, value in ((0.5, 90.0), (1.0, 10.0), (1.05, math.nan), (1.08, 20.0)):
+        watch(row(time_s, value))
+    assert watch.value() == 15.0  # 10 and 20; 90 is older than 0.1 s before the last row
+    watch(row(1.5, math.nan))  # a row without an ended episode keeps the window
+    assert watch.value() == 15.0
+    watch(row(1.6, 40.0))
+    assert watch.value() == 40.0
+    assert "final return 40 (mean of the last 1 rows" in watch.note()
+    # without a time limit the window is a twentieth of total_timesteps (150,000 here: 7,500)
+    watch = sweeping.Watch(spec(objective="final_return"))
+    for step, value in ((140_000, 5.0), (143_000, 7.0), (150_000, 9.0)):
+        watch(row(float(step), value, step))
+    assert watch.value() == 8.0
 
 
 # ------------------------------------------------------------------------------- bad input
