@@ -17,6 +17,7 @@ import time
 import click
 import pytest
 
+from fasttrain import config as cfg
 from fasttrain.bench import parse_num_envs, stages, time_repeats
 from fasttrain.bench.plan import make_plan
 from fasttrain.bench.report import Results, machine_info, report, seed_spread
@@ -312,7 +313,15 @@ def test_target_stage_times_cartpole_and_sb3_and_reports_them(tmp_path, capsys):
     assert f"{expected:.1f}x faster" in out or f"{1 / expected:.1f}x slower" in out
 
 
-def test_a_target_not_reached_in_the_budget_reads_not_reached(tmp_path, capsys):
+def test_a_target_not_reached_in_the_budget_reads_not_reached(tmp_path, capsys, monkeypatch):
+    # CartPole's default 150k steps can end inside 1 s on a fast CPU (~200k steps/s): given
+    # 10**9, only the budget ends the run (eager: so long a run would compile under "auto")
+    build = cfg.build
+    endless = (
+        "test",
+        {"game": {"cartpole": {"ppo": {"total_timesteps": 10**9}}}, "run": {"compile": "off"}},
+    )
+    monkeypatch.setattr(cfg, "build", lambda layers: build([*layers, endless]))
     plan = target_plan(
         tmp_path,
         target_games={"cartpole": ("return", (1e6,))},  # above CartPole's 500

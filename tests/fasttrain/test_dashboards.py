@@ -65,7 +65,11 @@ def test_wandb_offline_writes_its_run_and_a_resume_continues_it(tmp_path, monkey
     config = tiny(2048, wandb="offline", wandb_project="tests")
     run(config, resume=out, echo=lambda *_: None)
     assert (out / "wandb_id").read_text().strip() == run_id  # the same W&B run goes on
-    assert all(r.name.endswith(run_id) for r in (out / "wandb").glob("offline-run-*"))
+    # a folder per process, named by its start second and the run id (W&B appends "-1" to a
+    # name already taken within the same second), each logging to the one run
+    runs = sorted((out / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2, runs
+    assert all(run_id in r.name and (r / f"run-{run_id}.wandb").stat().st_size > 0 for r in runs)
 
 
 @pytest.mark.parametrize("setting", [{"tensorboard": True}, {"wandb": "offline"}])

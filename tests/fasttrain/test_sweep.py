@@ -261,6 +261,38 @@ def test_pruning_reports_once_per_point_in_the_studys_direction():
     assert watch.value() == 20.0  # while the value is the mean of the last 0.1 s: 30 and 10
 
 
+@needs_optuna
+@pytest.mark.parametrize(
+    "objective, first_prune",
+    [("time_to_target", sweeping.POINTS // 4), ("final_score", sweeping.POINTS // 2)],
+)
+def test_median_pruning_waits_a_quarter_for_time_to_target_and_half_for_final(
+    objective, first_prune
+):
+    import optuna
+
+    target = {"target": 1.0} if objective == "time_to_target" else {}
+    settings = spec(objective=objective, budget_s=10.0, **target).settings
+    direction = sweeping.OBJECTIVES[objective]
+    good, bad = (1.0, 100.0) if direction == "minimize" else (100.0, 1.0)
+    study = optuna.create_study(direction=direction, pruner=sweeping.make_pruner(settings, optuna))
+    for _ in range(5):  # the trials the median is taken over
+        trial = study.ask()
+        for point in range(sweeping.POINTS):
+            trial.report(good, point)
+        study.tell(trial, good)
+    trial = study.ask()
+    pruned = []
+    for point in range(sweeping.POINTS):
+        trial.report(bad, point)
+        pruned.append(trial.should_prune())
+    assert pruned.index(True) == first_prune
+    nop = sweeping.make_pruner(
+        spec(objective=objective, budget_s=10.0, pruner="none", **target).settings, optuna
+    )
+    assert isinstance(nop, optuna.pruners.NopPruner)
+
+
 def test_final_values_are_the_mean_of_the_rows_in_the_last_twentieth():
     s = spec(objective="final_return", budget_s=2.0)  # a twentieth: 0.1 s
     watch = sweeping.Watch(s)
