@@ -45,7 +45,7 @@ TINY = [
 
 def run_bench(*args, timeout=300):
     """``fasttrain bench ARGS``, its training rows eager: with no C++ compiler in view,
-    run.compile = auto does not compile Snake's 22M-step default for one timed iteration."""
+    run.compile = auto does not compile Snake's 50M-step default for one timed iteration."""
     return subprocess.run(
         [sys.executable, "-m", "fasttrain.cli", "bench", *args],
         capture_output=True,
