@@ -30,12 +30,12 @@ MINATAR = {
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     "snake": {
         "model": {"activation": "relu"},
-        # 12x12 Snake on 2 CPU cores (bf16, compiled update). The first four settings were found
-        # by `fasttrain sweep` on the time to score 20; ent_coef 0.03 and gamma 0.995 by a sweep
-        # on the final score of 150 s runs (20 trials, 2 seeds each: 42.8 against 31.1). AMD
-        # EPYC, seeds 0-2: score 20 after 24-30 s, 40 after 74-101 s; 60M steps ended at 50.4,
-        # 49.5, 43.7 (the old ent_coef 0.02 and gamma 0.99: 46.4, 38.8, 36.5). 50M steps keep the
-        # default run inside 5 minutes
+        # 12x12 Snake on 2 CPU cores (bf16, compiled update). Sizes, learning rate and
+        # gae_lambda: `fasttrain sweep` on the time to score 20; ent_coef 0.03 and gamma 0.995: a
+        # sweep on the final score of 150 s runs (20 trials, 2 seeds each: 42.8 against 31.1). AMD
+        # EPYC, seeds 0-2: 60M steps ended at 50.4, 49.5, 43.7 (the old ent_coef 0.02 and gamma
+        # 0.99: 46.4, 38.8, 36.5); these 50M steps at 51.6, 36.5, 49.6 after 186-237 s of
+        # training (score 20 after 19-23 s), inside 5 minutes with bf16
         "ppo": {
             "total_timesteps": 50_000_000,
             "num_envs": 512,
