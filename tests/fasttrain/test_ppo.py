@@ -295,9 +295,9 @@ def test_ppo_learns_minatar_breakout(tmp_path):
     """PPO with the minatar-breakout presets (pgx's minimal action set, sticky actions, 512
     units) reaches a mean return of 10 within 2M steps (seed 0 in fp32: 1.4M steps, ~140 s, on
     a 2-core Intel Xeon; 1.04M, 77 s, on a 2-core AMD EPYC; random play: 0.4). The run stops
-    at the first metrics row (one iteration's episodes) at 10 or more. It runs in fp32, the same
-    arithmetic on every CPU: bf16 rounds differently with AVX512-BF16, AMX or neither, and on the
-    EPYC's bf16 seeds 1-4 reached 10 after 0.45-0.64M steps while seed 0 stayed near 6.7."""
+    at the first metrics row (one iteration's episodes) at 10 or more. It runs in fp32 on every
+    CPU, where amp=auto would pick bf16 on some (AVX512-BF16, AMX) and not on others: in bf16 on
+    the EPYC, seeds 1-4 reached 10 after 0.45-0.64M steps while seed 0 stayed near 6.7."""
     config = cfg.from_dict(
         {
             "game": {
