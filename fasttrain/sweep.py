@@ -325,7 +325,6 @@ class Watch:
         )
         goal = s.target if s.objective == "time_to_target" else math.inf
         self.target = Target(metric, goal, stop=False)
-        self.metric = METRICS[metric]  # the metrics.csv column
         self.trial = trial
         if s.budget_s > 0:
             self.axis, self.spacing = "time_s", s.budget_s / POINTS
@@ -385,7 +384,7 @@ class Watch:
     def __call__(self, row: dict) -> bool:
         self.target(row)
         self.time_s, self.steps = float(row["time_s"]), int(row["global_step"])
-        position, value = float(row[self.axis]), float(row.get(self.metric, math.nan))
+        position, value = float(row[self.axis]), self.target.read(row)
         if math.isfinite(value):
             self.tail.append((position, value))
             while self.tail[0][0] < position - self.spacing:

@@ -41,8 +41,12 @@ class Target:
     def reached(self) -> bool:
         return self.seconds is not None
 
+    def read(self, row: dict) -> float:
+        """The row's mean of the watched metric (NaN: no episode ended in it)."""
+        return float(row.get(METRICS[self.metric], math.nan))
+
     def __call__(self, row: dict) -> bool:
-        value = float(row.get(METRICS[self.metric], math.nan))
+        value = self.read(row)
         if math.isfinite(value):
             self.last = value
             self.best = max(self.best, value)
