@@ -384,11 +384,13 @@ def test_the_resume_of_a_stopped_run_equals_a_straight_run_bit_for_bit(case, sto
 
 @pytest.fixture(scope="module")
 def stopped_twice(tmp_path_factory):
-    """A run with 0.5-1 s iterations and a checkpoint after each, sent its signal twice 50 ms
+    """A run with ~1 s iterations and a checkpoint after each, sent its signal twice 50 ms
     apart just after a save (both land inside the next iteration), once per signal, the two
-    at once: {signal: (folder, checkpoint bytes before, result)}."""
+    at once: {signal: (folder, checkpoint bytes before, result)}. 16 envs x 8192 steps took
+    0.85 s per iteration alone on a 2-core AMD EPYC; 512 steps took 55 ms there, so the second
+    signal could come after the next save."""
     root = tmp_path_factory.mktemp("twice")
-    slow = sets("game.snake.ppo.num_steps=512", "run.checkpoint_interval=1")
+    slow = sets("game.snake.ppo.num_steps=8192", "run.checkpoint_interval=1")
     procs = {
         s: start_cli("run", "--steps", 8192 * 1000, "--out", root / s.name, *slow)
         for s in EXIT_CODES
