@@ -1,11 +1,17 @@
 """Checkpoints: written atomically, checksummed, tied to the run they belong to, read with
-one-line errors, loadable as a playing agent.
+one-line errors, loadable as a playing agent, and never able to run code when read.
 
-File format 2 (this version writes it): ``MAGIC`` (16 bytes), the payload's length (8 bytes, big
-endian), its SHA-256 digest (32 bytes), then the payload: ``torch.save`` of the state dict. A
-flipped or missing byte anywhere in the payload fails the digest, so ``load`` refuses it before
-unpickling. Format 1 (earlier versions) is a bare ``torch.save`` of the state dict; ``load``
-still reads it, without a checksum.
+File format 3 (this version writes it): ``MAGIC`` (16 bytes), the payload's length (8 bytes, big
+endian), its SHA-256 digest (32 bytes), then the payload: the state in ``fasttrain.statefile``'s
+format, a JSON tree plus raw array bytes, which names no Python object and so cannot carry code.
+A flipped or missing byte anywhere in the payload fails the digest, so ``load`` refuses it before
+reading it.
+
+Formats 1 (a bare ``torch.save`` of the state) and 2 (the same payload behind the header) came
+from earlier versions and hold pickles. ``load`` reads them with ``torch.load(weights_only=True)``,
+which refuses any object but tensors, containers and the NumPy arrays fasttrain wrote, so they
+cannot run code either; a resumed run rewrites them as format 3. Reading them needs torch >= 2.4
+(``torch.serialization.add_safe_globals``).
 
 Every checkpoint the runner writes holds ``identity``: what must match for a run to continue
 from it (game, its params, learner, model settings, num_envs, observation shape).
@@ -17,18 +23,22 @@ import dataclasses
 import hashlib
 import inspect
 import io
+import re
+import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from fasttrain import config as cfg
-from fasttrain import games
+from fasttrain import games, statefile
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import write_atomic
 
 FILENAME = "checkpoint.pt"
-FORMAT = 2
+FORMAT = 3
+FORMATS = (1, 2, FORMAT)  # what load reads: 1 and 2 as restricted pickles (see above)
 MAGIC = b"\x89fasttrain-ckpt\n"  # a non-ASCII first byte, as PNG does: no text file starts so
 HEADER = len(MAGIC) + 8 + 32  # magic, payload length, SHA-256 digest
 
@@ -122,17 +132,17 @@ def check_identity(
 
 def save(path, state: dict) -> None:
     """Write ``state`` to ``path`` atomically with a checksum: never half a checkpoint."""
-    buffer = io.BytesIO()
-    buffer.write(bytes(HEADER))  # filled in below, once the payload's digest is known
-    torch.save({"format": FORMAT, **state}, buffer)
-    data = buffer.getbuffer()  # a view, not a copy: checkpoints with replay buffers are big
-    payload = data[HEADER:]
-    data[:HEADER] = MAGIC + len(payload).to_bytes(8, "big") + hashlib.sha256(payload).digest()
-    write_atomic(path, data, what="checkpoint")
+    chunks = statefile.encode({"format": FORMAT, **state})  # views, not copies: replay buffers
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    size = sum(memoryview(chunk).nbytes for chunk in chunks)
+    head = MAGIC + size.to_bytes(8, "big") + digest.digest()
+    write_atomic(path, [head, *chunks], what="checkpoint")
 
 
 def read_payload(path: Path, data: bytes) -> memoryview:
-    """The torch payload of a checkpoint file's bytes, its checksum verified."""
+    """The payload of a checkpoint file's bytes, its checksum verified."""
     view = memoryview(data)
     if not data.startswith(MAGIC):
         return view  # format 1: a bare torch file, no checksum to verify
@@ -148,8 +158,49 @@ def read_payload(path: Path, data: bytes) -> memoryview:
     return payload
 
 
-def load(path) -> dict:
-    """Read and verify a checkpoint; a missing, corrupt or foreign file is a one-line error."""
+# the NumPy objects formats 1 and 2 pickled (environment arrays): building these runs no code
+# a file chooses; every other global in a pickle is refused by torch's weights_only unpickler
+def _numpy_globals() -> list:
+    core = getattr(np, "_core", None) or np.core  # numpy 2 renamed np.core
+    dtypes = {type(np.dtype(name)) for name in statefile.NUMPY_DTYPES}
+    return [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype, *dtypes]
+
+
+def _unsafe_names(exc: Exception) -> list[str]:
+    """The globals a refused pickle asked for, as torch's error names them."""
+    found = re.findall(r"(?:GLOBAL|global:?|class)\s+([A-Za-z_][\w.]*)", str(exc))
+    return [n for n in dict.fromkeys(found) if "." in n]
+
+
+def _read_pickled(path: Path, payload: memoryview) -> dict:
+    """A format 1 or 2 state, read by torch's restricted unpickler; refused in one line when
+    the file asks for anything but tensors, containers and NumPy arrays."""
+    if not hasattr(torch.serialization, "safe_globals"):
+        raise ConfigError(
+            f"checkpoint {path} is an older pickled format that this torch "
+            f"({torch.__version__}) cannot read safely; read it once with torch >= 2.5 "
+            "(`fasttrain run --resume` rewrites it in the current format)"
+        )
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # notes on pickle protocols: the error says enough
+            return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a pickle raises anything on foreign bytes
+        names = _unsafe_names(exc)
+        if names:
+            raise ConfigError(
+                f"checkpoint {path} holds objects fasttrain does not write "
+                f"({', '.join(names)}); refusing to load it"
+            ) from None
+        raise ConfigError(
+            f"checkpoint {path} is corrupt or not a fasttrain checkpoint ({type(exc).__name__})"
+        ) from None
+
+
+def read_state(path, arrays: bool = True) -> dict:
+    """The state dict in a checkpoint file, checksum verified, without running any code from
+    it; no check of what the state holds (``load`` does that). With ``arrays=False`` a format-3
+    file's arrays stay unread: ``statefile.ArrayInfo`` stands in for each."""
     path = checkpoint_path(path)
     if not path.is_file():
         raise ConfigError(f"no checkpoint at {path}")
@@ -160,22 +211,89 @@ def load(path) -> dict:
     if not data:
         raise ConfigError(f"checkpoint {path} is empty")
     payload = read_payload(path, data)
+    if not statefile.is_state(payload):
+        return _read_pickled(path, payload)
     try:
-        # weights_only=False: the state holds NumPy arrays and RNG states; the checksum
-        # guards against damage, not against a hostile file
-        state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
-    except Exception as exc:  # pickle raises anything on foreign or damaged bytes
-        raise ConfigError(
-            f"checkpoint {path} is corrupt or not a fasttrain checkpoint ({type(exc).__name__})"
-        ) from None
+        return statefile.decode(payload) if arrays else statefile.skeleton(payload)
+    except statefile.StateFileError as exc:
+        raise ConfigError(f"checkpoint {path} is not a fasttrain checkpoint: {exc}") from None
+
+
+def load(path) -> dict:
+    """Read and verify a checkpoint; a missing, corrupt, foreign or hostile file is a one-line
+    error, and nothing in it runs."""
+    path = checkpoint_path(path)
+    state = read_state(path)
     if (
         not isinstance(state, dict)
-        or state.get("format") not in (1, FORMAT)
+        or state.get("format") not in FORMATS
         or "model" not in state
+        or not all(_is_network(state[key]) for key in NETWORKS if key in state)
         or not isinstance(state.get("config"), str)
     ):
         raise ConfigError(f"{path} is not a fasttrain checkpoint")
     return state
+
+
+def _is_network(weights) -> bool:
+    """A network's state dict: names to tensors."""
+    return isinstance(weights, dict) and all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    )
+
+
+def describe(path) -> list[str]:
+    """What a checkpoint holds, as lines for ``fasttrain checkpoint inspect``: its format, run,
+    progress and networks, read without loading any weights into a network (and, for format
+    3, without reading any array)."""
+    path = checkpoint_path(path)
+    state = read_state(path, arrays=False)
+    if not isinstance(state, dict):
+        raise ConfigError(f"{path} is not a fasttrain checkpoint")
+    fmt = state.get("format", "?")
+    checked = "checksum verified" if path.read_bytes()[: len(MAGIC)] == MAGIC else "no checksum"
+    lines = [f"{path}: format {fmt}, {path.stat().st_size:,} bytes, {checked}"]
+    try:
+        config = cfg.tomllib.loads(state.get("config", ""))
+    except (cfg.tomllib.TOMLDecodeError, TypeError, RecursionError):
+        config = {}
+    saved = state.get("identity") if isinstance(state.get("identity"), dict) else {}
+    run = config.get("run", {}) if isinstance(config.get("run"), dict) else {}
+    game = saved.get("game", config.get("game", {}).get("name", "?"))
+    ranks = saved.get("world_size", 1)
+    lines.append(
+        f"run: {game}, learner {saved.get('learner', run.get('algo', '?'))}, seed "
+        f"{run.get('seed', '?')}, device {state.get('device', '?')}, "
+        f"{saved.get('num_envs', '?')} envs, {ranks} rank{'' if ranks == 1 else 's'}"
+    )
+    if saved.get("game_params"):
+        params = ", ".join(f"{k}={v!r}" for k, v in saved["game_params"].items())
+        lines.append(f"[game.{game}]: {params}")
+    if saved.get("model"):
+        lines.append("[model]: " + ", ".join(f"{k}={v!r}" for k, v in saved["model"].items()))
+    step, iteration = state.get("global_step", "?"), state.get("iteration", "?")
+    step = f"{step:,}" if isinstance(step, int) else step
+    lines.append(f"progress: {step} steps, {iteration} iterations")
+    for key in NETWORKS:
+        weights = state.get(key)
+        if isinstance(weights, dict):
+            sizes = [_numel(t) for t in weights.values()]
+            dtypes = sorted({_dtype(t) for t in weights.values()})
+            lines.append(
+                f"network {key}: {len(sizes)} tensors, {sum(sizes):,} weights ({', '.join(dtypes)})"
+            )
+    rest = [k for k in state if k not in (*NETWORKS, "config", "identity", "format")]
+    lines.append("also holds: " + ", ".join(rest))
+    return lines
+
+
+def _numel(array) -> int:
+    return array.numel if isinstance(array, statefile.ArrayInfo) else int(array.numel())
+
+
+def _dtype(array) -> str:
+    text = array.dtype if isinstance(array, statefile.ArrayInfo) else str(array.dtype)
+    return text.removeprefix("torch.")
 
 
 def saved_config(path, state: dict):
@@ -190,11 +308,56 @@ def saved_config(path, state: dict):
         raise ConfigError(f"checkpoint {checkpoint_path(path)}: {exc}") from None
 
 
+NETWORKS = ("model", "target_model")  # the state's networks (name -> tensor dicts)
+
+
+def nonfinite_weight(state: dict) -> str | None:
+    """``model.torso.0.weight``: the first floating-point network tensor of a trainer's state
+    that is not finite, or None when every one is."""
+    for key in NETWORKS:
+        for name, tensor in state.get(key, {}).items():
+            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                return f"{key}.{name}"
+    return None
+
+
+class Agent:
+    """A checkpoint's player: ``agent(obs)`` (``agent(obs, episode_starts)`` where
+    ``is_recurrent``) gives actions; observations of another shape are refused in one line."""
+
+    def __init__(self, act, obs_shape):
+        self.act = act
+        self.obs_shape = tuple(obs_shape)
+        self.is_recurrent = getattr(act, "is_recurrent", False)
+
+    def __call__(self, obs, *args):
+        obs = torch.as_tensor(obs)
+        if tuple(obs.shape[1:]) != self.obs_shape or obs.ndim != len(self.obs_shape) + 1:
+            shape = ", ".join(str(n) for n in ("rows", *self.obs_shape))
+            raise ValueError(
+                f"this agent plays observations of shape ({shape}), got {tuple(obs.shape)}"
+            )
+        return self.act(obs, *args)
+
+    def reset(self) -> None:
+        """Forget every row's memory (recurrent agents; nothing for the others)."""
+        if hasattr(self.act, "reset"):
+            self.act.reset()
+
+    def __getattr__(self, name):  # the learner's own actor: its state, its name
+        return getattr(self.act, name)
+
+
 def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0):
     """An ``obs -> actions`` callable from a run directory (greedy, or a seeded sample of the
     policy), and the game's params."""
     state = load(path)
     config = saved_config(path, state)
+    bad = nonfinite_weight({"model": state["model"]})
+    if bad is not None:
+        raise ConfigError(
+            f"checkpoint {checkpoint_path(path)} holds non-finite weights ({bad}); it cannot play"
+        )
     if game is not None and game != config.game.name:
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
     spec = games.get(config.game.name)
@@ -220,4 +383,4 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
         raise ConfigError(
             f"checkpoint {checkpoint_path(path)} does not fit its {config.run.algo} model: {detail}"
         ) from None
-    return act, vars(params)
+    return Agent(act, spec.obs_shape(params)), vars(params)

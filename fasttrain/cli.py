@@ -16,8 +16,39 @@ import time  # noqa: E402
 
 import click  # noqa: E402
 
+from fasttrain.errors import ConfigError, one_line  # noqa: E402
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+SEED = click.IntRange(0, 2**64 - 1)  # every seed fasttrain takes: environments and torch alike
+FPS_RANGE = (0.1, 1000.0)  # GIF frames last 10 ms to 10 s; a terminal shows about as many
+
+
+def check_fps(fps: float, gif: bool) -> None:
+    """``--fps``: 0 (as fast as possible, terminal only) or a number of frames per second."""
+    low, high = FPS_RANGE
+    if fps == 0:
+        if gif:
+            raise click.BadParameter(
+                f"a GIF needs --fps > 0 ({low:g} to {high:g})", param_hint="--fps"
+            )
+        return
+    if not low <= fps <= high:  # NaN fails both comparisons
+        zero = "" if gif else "0 (as fast as possible) or "
+        raise click.BadParameter(f"{zero}{low:g} to {high:g}, got {fps:g}", param_hint="--fps")
+
+
+class Commands(click.Group):
+    """The command group. An error a user can cause, raised anywhere inside a command, ends
+    here in one line and exit code 1: a bad file or setting (``ConfigError``, ``RunError``),
+    a size the machine cannot hold (``MemoryError``), a file system's refusal (``OSError``)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, MemoryError, OSError) as exc:
+            raise click.ClickException(one_line(exc)) from None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fasttrain")
 def main():
     """fasttrain: fast reinforcement learning with Numba-compiled games and a PyTorch learner."""
@@ -38,7 +69,7 @@ def main():
 )
 @click.option("--num-envs", type=click.IntRange(min=1), default=None, help="Parallel environments.")
 @click.option("--device", default=None, help="auto, cpu or cuda. [default: auto]")
-@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=None)
+@click.option("--seed", type=SEED, default=None)
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
@@ -142,7 +173,6 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
     from fasttrain import checkpoint, distributed
     from fasttrain import config as cfg
     from fasttrain import games as registry
-    from fasttrain.errors import ConfigError
     from fasttrain.rundir import RunLock
     from fasttrain.runner import run as run_training
 
@@ -241,12 +271,12 @@ def games():
 @click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option(
     "--fps",
-    type=click.FloatRange(min=0),
+    type=float,
     default=10.0,
     show_default=True,
-    help="Frames per second on a terminal (0: as fast as possible).",
+    help="Frames per second, 0.1 to 1000 (on a terminal 0 also: as fast as possible).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--gif",
     type=click.Path(dir_okay=False),
@@ -259,7 +289,6 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
 
     import fasttrain
     from fasttrain import games as registry
-    from fasttrain.errors import ConfigError
     from fasttrain.evaluate import choose
 
     if game not in registry.names():
@@ -269,34 +298,30 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     policy = policy or ("checkpoint" if checkpoint else "random")
     if policy == "checkpoint" and not checkpoint:
         raise click.UsageError("--policy checkpoint needs --checkpoint DIR")
+    if policy == "random" and checkpoint:
+        raise click.UsageError("--policy random plays without an agent: drop --checkpoint")
+    check_fps(fps, gif is not None)
     if gif is not None:
         from fasttrain import media
+        from fasttrain.rundir import check_output_file
 
-        if fps <= 0:
-            raise click.BadParameter("a GIF needs --fps > 0", param_hint="--fps")
         if registry.get(game).render_rgb is None:
             drawn = [n for n in registry.names() if registry.get(n).render_rgb is not None]
             raise click.BadParameter(
                 f"{game!r} has no colour pictures; games with them: {', '.join(drawn)}",
                 param_hint="--game",
             )
-        try:
-            media.check_gif_path(gif)
-            media.check_media()
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
+        media.check_gif_steps(steps)
+        check_output_file(gif)
+        media.check_media()
     act = None
     game_params = {}
     repeat = 1
     if checkpoint:
         from fasttrain.checkpoint import load, load_agent, saved_config
 
-        try:
-            agent, game_params = load_agent(checkpoint, game)
-            repeat = saved_config(checkpoint, load(checkpoint)).run.action_repeat
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
-        act = agent
+        act, game_params = load_agent(checkpoint, game)
+        repeat = saved_config(checkpoint, load(checkpoint)).run.action_repeat
     env = fasttrain.make(
         game, num_envs=1, backend="cpu", seed=seed, action_repeat=repeat, **game_params
     )
@@ -371,7 +396,7 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     help="Also play the agent beside each bot policy of the game (the arena's random, greedy "
     "and cautious snakes), reporting the bots' food per life and survival.",
 )
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--json", "json_file", type=click.Path(dir_okay=False), default=None, help="Write results here."
 )
@@ -386,7 +411,6 @@ def eval_command(
     import json
 
     from fasttrain import games as registry
-    from fasttrain.errors import ConfigError
     from fasttrain.evaluate import evaluate, table
 
     if run_dir is None and game is None:
@@ -400,6 +424,10 @@ def eval_command(
         raise click.BadParameter(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
         )
+    if json_file:
+        from fasttrain.rundir import check_output_file
+
+        check_output_file(json_file)  # before the episodes are played
     results = []
     try:
         params, repeat = {}, 1
@@ -442,8 +470,8 @@ def eval_command(
             results.append(
                 evaluate(game, params, None, episodes, num_envs, seed, action_repeat=repeat)
             )
-    except (ConfigError, ValueError, TypeError) as exc:
-        raise click.ClickException(str(exc).splitlines()[0]) from None
+    except (ValueError, TypeError) as exc:  # make's one-line errors (ConfigError too)
+        raise click.ClickException(one_line(exc)) from None
     click.echo(f"{game}: {num_envs} envs, seed {seed}, first {episodes} episodes")
     click.echo(table(results))
     if random_baseline and len(results) >= 2 and results[-1].score_mean > 0:
@@ -493,7 +521,6 @@ def sweep_command(config_file, out, trials, sets, seed):
     """Search hyperparameters with Optuna; every trial is a run directory in --out."""
     from fasttrain import config as cfg
     from fasttrain import sweep
-    from fasttrain.errors import ConfigError
 
     try:
         sweep.require_optuna()  # first: without it nothing else matters
@@ -510,8 +537,6 @@ def sweep_command(config_file, out, trials, sets, seed):
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt as exc:  # the trial in flight saved its checkpoint (see runner)
         sys.exit(getattr(exc, "exit_code", 130))
     if not any(r.state == "complete" for r in results):
@@ -537,14 +562,26 @@ def sweep_command(config_file, out, trials, sets, seed):
 @click.option("--out", type=click.Path(dir_okay=False), default="curves.png", show_default=True)
 def plot(run_dirs, x_axis, ys, out):
     """Overlay the learning curves of runs in one PNG (extra plot)."""
-    from fasttrain.errors import ConfigError
     from fasttrain.plot import plot_runs
 
-    try:
-        path = plot_runs(run_dirs, out, x_axis, ys)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    path = plot_runs(run_dirs, out, x_axis, ys)
     click.echo(f"wrote {path} ({len(run_dirs)} run{'s' if len(run_dirs) > 1 else ''})")
+
+
+@main.group("checkpoint")
+def checkpoint_group():
+    """Look into checkpoints."""
+
+
+@checkpoint_group.command("inspect")
+@click.argument("path", type=click.Path())
+def inspect_command(path):
+    """Print what a checkpoint (or a run directory's) holds: format, game, learner, model,
+    steps and networks. Nothing in it runs, and no weights are loaded into a network."""
+    from fasttrain.checkpoint import describe
+
+    for line in describe(path):
+        click.echo(line)
 
 
 from fasttrain.bench import bench  # noqa: E402

@@ -20,10 +20,13 @@ import functools
 import inspect
 import math
 import os
+import stat
 import sys
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import torch
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,11 +38,13 @@ from fasttrain.curriculum import METRICS, Stage, stage_params
 from fasttrain.dashboards import WANDB_MODES
 from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES
 from fasttrain.distributed import BACKENDS as DIST_BACKENDS
-from fasttrain.errors import ConfigError
+from fasttrain.errors import ConfigError, reason
 from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
-from fasttrain.models import CORES, MODEL_KINDS
+from fasttrain.learners.common import check_memory
+from fasttrain.models import CORES, MODEL_KINDS, training_nbytes
 from fasttrain.presets import GAME_DEFAULTS, preset
+from fasttrain.rundir import file_kind
 
 __all__ = ["GAME_DEFAULTS", "Config", "ConfigError", "build", "from_dict", "load", "to_toml"]
 
@@ -593,6 +598,8 @@ def parse_set(assignments) -> dict:
     """``["ppo.learning_rate=3e-4", "game.snake.height=8"]`` as a nested dict."""
     out: dict = {}
     for item in assignments:
+        if not item.isprintable():  # a newline would hide the text after it from the parser
+            raise ConfigError(f"--set takes one line, section.key=value; got {item!r}")
         if "=" not in item:
             raise ConfigError(f"--set takes section.key=value, got {item!r}")
         path, raw = item.split("=", 1)
@@ -629,19 +636,34 @@ def merge(base: dict, extra: dict) -> dict:
     return out
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file is text of a few KiB; this stops /dev/zero-like input
+
+
 def load_toml(path: str | os.PathLike) -> dict:
-    """Parse a TOML file; a missing or malformed file raises ConfigError with one line."""
+    """Parse a TOML file; a missing, malformed, huge or non-regular file (a FIFO, a device)
+    raises ConfigError with one line, before anything is read from it."""
     try:
+        info = os.stat(path)  # a symlink to a config is fine: what it points to is checked
+        if not stat.S_ISREG(info.st_mode):
+            kind = file_kind(info.st_mode)
+            raise ConfigError(f"config file {path} is {kind}, not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"config file {path} is {info.st_size:,} bytes; a config file is at most "
+                f"{MAX_CONFIG_BYTES:,}"
+            )
         with open(path, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path} nests arrays or tables too deep") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not a text (UTF-8 TOML) file") from None
     except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+        raise ConfigError(f"config file {path} cannot be read: {reason(exc)}") from None
 
 
 def user_layers(path: str | os.PathLike | None = None, sets=()) -> list[tuple[str, dict]]:
@@ -669,6 +691,14 @@ def validate(config: Config) -> None:
     for key in ("torch_threads", "numba_threads"):
         if getattr(config.run, key) < 0:
             raise ConfigError(f"run.{key} must be >= 0")
+    import numba
+
+    most = numba.config.NUMBA_NUM_THREADS
+    if config.run.numba_threads > most:
+        raise ConfigError(
+            f"run.numba_threads = {config.run.numba_threads}: Numba has at most {most} threads "
+            "here (NUMBA_NUM_THREADS, one per core); 0 takes one per core"
+        )
     if not 0 <= config.run.seed < 2**64:
         raise ConfigError(f"run.seed must be in [0, 2**64), got {config.run.seed}")
     for key in ("checkpoint_interval", "nan_patience", "action_repeat"):
@@ -692,6 +722,12 @@ def validate(config: Config) -> None:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
     if config.model.core_size < 1:
         raise ConfigError(f"model.core_size must be >= 1, got {config.model.core_size}")
+    check_memory(  # weights are made on the host first, whatever the device
+        training_nbytes(obs_shape, config.model, "cpu", spec.obs_categories),
+        f"training the model (model.hidden = {config.model.hidden})",
+        torch.device("cpu"),
+        fix="lower model.hidden or model.layers",
+    )
     learner = LEARNERS[config.run.algo]
     if config.model.core != "none":
         if learner.check_model is None:

@@ -16,13 +16,16 @@ so the dashboards and the CSV never disagree:
 from __future__ import annotations
 
 import importlib.util
+import re
 import secrets
 from pathlib import Path
 
 from fasttrain.errors import ConfigError
-from fasttrain.rundir import write_atomic
+from fasttrain.rundir import check_regular, write_atomic
 
 WANDB_MODES = ("off", "offline", "online")
+WANDB_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"  # W&B's own run ids
+WANDB_ID = re.compile(r"[a-z0-9]{1,64}")
 # what each sink imports, and the extra that installs it
 NEEDS = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
 
@@ -82,11 +85,15 @@ class WandB:
 
         run_dir = Path(run_dir)
         id_path = run_dir / "wandb_id"
-        if id_path.exists():
-            run_id = id_path.read_text().strip()
-        else:  # W&B's id alphabet: lowercase letters and digits
-            alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-            run_id = "".join(secrets.choice(alphabet) for _ in range(8))
+        if check_regular(id_path, "read"):
+            run_id = id_path.read_text(errors="replace").strip()
+            if not WANDB_ID.fullmatch(run_id):  # it names W&B's folders and files
+                raise ConfigError(
+                    f"{id_path} holds {run_id[:40]!r}, not a W&B run id (1-64 lowercase letters "
+                    "and digits); delete the file to log to a new W&B run"
+                )
+        else:
+            run_id = "".join(secrets.choice(WANDB_ALPHABET) for _ in range(8))
             write_atomic(id_path, run_id + "\n")
         self.run = wandb.init(
             project=log.wandb_project,

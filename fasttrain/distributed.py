@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,8 +99,28 @@ def setup(backend: str, device_type: str, timeout_s: float) -> Ranks:
         torch.distributed.init_process_group(
             backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs
         )
+        follow_parent()
     _current = ranks
     return ranks
+
+
+ORPHAN_POLL_S = 0.5  # how often a rank looks whether its launcher is still there
+
+
+def follow_parent(poll_s: float = ORPHAN_POLL_S) -> threading.Thread:
+    """A rank ends with its launcher: once the process that started it is gone (a scheduler
+    killed torchrun with SIGKILL, which torchrun cannot pass on), the rank sends itself
+    SIGTERM, so it stops at the next iteration boundary with a checkpoint like any SIGTERM."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:  # an orphan is adopted by init or a subreaper
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="fasttrain-follow-parent", daemon=True)
+    thread.start()
+    return thread
 
 
 def rank_seed(seed: int, rank: int) -> int:

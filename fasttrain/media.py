@@ -18,9 +18,21 @@ from pathlib import Path
 import numpy as np
 
 from fasttrain.errors import ConfigError
-from fasttrain.rundir import write_atomic
+from fasttrain.rundir import check_output_file, write_atomic
 
 TARGET_SIDE = 256  # pixels on the longer side of an upscaled frame (at least)
+# a GIF's frames stay in memory until it is written (Pillow keeps every frame too): ~0.3 MB a
+# step at TARGET_SIDE, so this caps a replay near 2 GB
+MAX_GIF_STEPS = 5_000
+
+
+def check_gif_steps(steps: int, where: str = "--steps") -> None:
+    """One line for a replay longer than ``MAX_GIF_STEPS``, before any frame is made."""
+    if steps > MAX_GIF_STEPS:
+        raise ConfigError(
+            f"{where} {steps:,}: a GIF holds at most {MAX_GIF_STEPS:,} steps (its frames are "
+            "kept in memory until it is written)"
+        )
 
 
 def scale_for(shape) -> int:
@@ -33,14 +45,6 @@ def upscale(frame: np.ndarray, scale: int) -> np.ndarray:
     if scale == 1:
         return np.ascontiguousarray(frame)
     return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
-
-
-def check_gif_path(path) -> Path:
-    """``path`` if a GIF can be written there (its folder exists), else one-line ConfigError."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ConfigError(f"cannot write {path}: folder {path.parent} does not exist")
-    return path
 
 
 def _pil_image():
@@ -68,6 +72,7 @@ def replay_frames(env, steps: int, act=None, generator=None, scale: int | None =
 
     if env.spec.render_rgb is None:
         raise ConfigError(f"game {env.game!r} has no colour pictures (render_rgb)")
+    check_gif_steps(steps, "a replay of")
     first = env.render_rgb(0)
     scale = scale or scale_for(first.shape)
     frames = [upscale(first, scale)]
@@ -98,15 +103,15 @@ def write_gif(path, frames, fps: float = 10.0) -> Path:
         raise ConfigError(f"fps must be > 0 for a GIF, got {fps}")
     if not frames:
         raise ConfigError("a GIF needs at least one frame")
-    path = check_gif_path(path)
+    path = check_output_file(path)
     Image = _pil_image()
-    images = [Image.fromarray(np.asarray(f, dtype=np.uint8), mode="RGB") for f in frames]
+    images = (Image.fromarray(np.asarray(f, dtype=np.uint8), mode="RGB") for f in frames)
     buffer = io.BytesIO()
-    images[0].save(
+    next(images).save(  # the rest one at a time: Pillow keeps its own palette copy of each
         buffer,
         format="GIF",
         save_all=True,
-        append_images=images[1:],
+        append_images=images,
         duration=frame_ms(fps),
         loop=0,
         optimize=False,

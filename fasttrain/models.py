@@ -245,6 +245,19 @@ def make_torso(obs_shape, model, device="cpu", categories: int = 0) -> nn.Module
     raise ValueError(f"unknown model.kind {kind!r}; valid: {', '.join(MODEL_KINDS)}")
 
 
+# float32 copies of every weight while training: the weights, their gradients, Adam's two moments
+TRAINING_COPIES = 4
+
+
+def training_nbytes(obs_shape, model, device="cpu", categories: int = 0) -> int:
+    """Bytes the torso of ``make_torso`` takes to train (``TRAINING_COPIES`` of its weights),
+    counted on the meta device, so a network too big for the machine is refused before any
+    of it is allocated (the heads are a small share and left out)."""
+    with torch.device("meta"):
+        torso = make_torso(obs_shape, model, device, categories)
+    return TRAINING_COPIES * sum(p.numel() * p.element_size() for p in torso.parameters())
+
+
 def make_policy(
     obs_shape, obs_dtype, num_actions: int, model, device="cpu", obs_categories: int = 0
 ) -> ActorCritic:

@@ -46,8 +46,11 @@ def read_run(run_dir, label: str | None = None) -> Curves:
     path = run_dir / "metrics.csv"
     if not path.is_file():
         raise ConfigError(f"{run_dir} has no metrics.csv: is it a run directory?")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:  # random bytes, NUL bytes
+        raise ConfigError(f"{path} is not a metrics.csv ({type(exc).__name__})") from None
     if not rows:
         raise ConfigError(f"{path} has no rows yet: the run has not finished an iteration")
     columns = {key: [_float(row.get(key)) for row in rows] for key in rows[0]}

@@ -14,11 +14,21 @@ import errno
 import fcntl
 import os
 import re
+import stat
 from pathlib import Path
 
-from fasttrain.errors import RunError
+from fasttrain.errors import RunError, reason
 
-__all__ = ["RunError", "RunLock", "check_writable", "clean_stale_temps", "write_atomic"]
+__all__ = [
+    "RunError",
+    "RunLock",
+    "check_output_file",
+    "check_regular",
+    "check_writable",
+    "clean_stale_temps",
+    "open_text",
+    "write_atomic",
+]
 LOCK_NAME = ".lock"
 # the temp names write_atomic makes: .{name}.{pid}.tmp
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
@@ -29,25 +39,77 @@ def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def reason(exc: OSError) -> str:
-    """``'no space left on device'`` for an OSError: its errno's text, lower case."""
-    text = os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__
-    return text[:1].lower() + text[1:]
+def file_kind(mode: int) -> str:
+    """``'a symbolic link'``, ``'a directory'``, ...: what a non-regular ``st_mode`` is."""
+    kinds = (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
-def write_atomic(path, data: bytes | memoryview | str, what: str | None = None) -> None:
-    """Replace ``path`` with ``data`` all at once; on failure raise RunError, old file intact."""
-    path = Path(path)
-    if isinstance(data, str):
-        data = data.encode()
-    tmp = temp_path(path)
-    existed = os.path.exists(path)  # False, not an error, where it cannot be checked
+def check_regular(path, verb: str = "write") -> bool:
+    """Whether ``path`` exists; RunError in one line when it is anything but a regular file
+    (a symlink is refused, not followed: a run directory may come from someone else)."""
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise RunError(f"cannot {verb} {path}: {reason(exc)}") from None
+    if not stat.S_ISREG(mode):
+        raise RunError(f"cannot {verb} {path}: it is {file_kind(mode)}, not a regular file")
+    return True
+
+
+def check_output_file(path) -> Path:
+    """``path`` if ``write_atomic`` can write it, tried for real (its folder exists and takes
+    a new file, and it is not a symlink, device or FIFO), else RunError in one line: checked
+    before the work whose result it will hold."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise RunError(f"cannot write {path}: folder {path.parent} does not exist")
+    check_regular(path)
+    tmp = temp_path(path)
+    try:  # what a permission bit cannot tell (a read-only mount, /proc, a quota)
+        os.close(_create_temp(tmp))
+        os.unlink(tmp)
+    except OSError as exc:
+        raise RunError(f"cannot write {path}: {reason(exc)}") from None
+    return path
+
+
+def _create_temp(tmp: Path) -> int:
+    """Open a new temp file at ``tmp``: never an existing file or a symlink planted there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        return os.open(tmp, flags, 0o666)
+    except FileExistsError:  # a killed writer's temp (same PID) or something planted there
+        os.unlink(tmp)  # removes a link itself, never its target
+        return os.open(tmp, flags, 0o666)
+
+
+def write_atomic(path, data, what: str | None = None) -> None:
+    """Replace ``path`` with ``data`` (bytes, str, or a list of byte buffers written one after
+    another) all at once; on failure raise RunError, old file intact. A ``path`` that exists
+    and is not a regular file (a symlink, a device, a FIFO) is refused before anything is
+    written."""
+    path = Path(path)
+    chunks = [data] if isinstance(data, (bytes, bytearray, memoryview, str)) else list(data)
+    chunks = [c.encode() if isinstance(c, str) else c for c in chunks]
+    existed = check_regular(path)
+    tmp = temp_path(path)
+    try:
+        fd = _create_temp(tmp)
         try:
-            view = memoryview(data)
-            while view:  # os.write may write less than asked (signals, pipes, full disks)
-                view = view[os.write(fd, view) :]
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                while view:  # os.write may write less than asked (signals, pipes, full disks)
+                    view = view[os.write(fd, view) :]
             os.fsync(fd)  # the bytes are on disk before the rename makes them the file
         finally:
             os.close(fd)
@@ -60,6 +122,21 @@ def write_atomic(path, data: bytes | memoryview | str, what: str | None = None) 
         kept = f"; the previous {what or path.name} is intact" if existed else ""
         raise RunError(f"{reason(exc)} writing {path}{kept}") from None
     fsync_folder(path.parent)
+
+
+def open_text(path, append: bool):
+    """``path`` opened for text writing (appending, or truncated), never through a symlink
+    nor onto a device or FIFO; RunError in one line otherwise."""
+    check_regular(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise RunError(f"{reason(exc)} opening {path}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in after the check
+        os.close(fd)
+        raise RunError(f"cannot write {path}: not a regular file")
+    return os.fdopen(fd, "a" if append else "w", newline="")
 
 
 def fsync_folder(folder: Path) -> None:
@@ -154,9 +231,13 @@ class RunLock:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            check_regular(self.path, "lock with")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in after the check
+            os.close(fd)
+            raise RunError(f"cannot lock with {self.path}: not a regular file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

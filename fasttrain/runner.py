@@ -24,16 +24,15 @@ import time
 from pathlib import Path
 
 import click
-import torch
 
 from fasttrain import checkpoint, dashboards, distributed
 from fasttrain import config as cfg
 from fasttrain.config import CONFIG_HEADER, Config, to_toml
 from fasttrain.curriculum import Curriculum
 from fasttrain.device import resolve_device
-from fasttrain.errors import ConfigError, RunError
+from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.learners import LEARNERS
-from fasttrain.rundir import RunLock, check_writable, write_atomic
+from fasttrain.rundir import RunLock, check_regular, check_writable, open_text, write_atomic
 
 # The columns of a PPO run's metrics.csv; other learners put their own losses/... in the middle.
 METRICS = (
@@ -122,15 +121,6 @@ def default_out(config: Config) -> Path:
     return Path("runs") / f"{config.game.name}-{config.run.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def finite_weights(state: dict) -> bool:
-    """True when every floating-point network tensor in a trainer's state is finite."""
-    for key in ("model", "target_model"):
-        for tensor in state.get(key, {}).values():
-            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                return False
-    return True
-
-
 def json_safe(value):
     """NaN and inf as null (in nested dicts and lists too), so JSON files stay valid."""
     if isinstance(value, dict):
@@ -162,7 +152,7 @@ def eta(trainer, planned: int, first_step: int, start: float, now: float) -> str
 def trim_metrics(path: Path, global_step: int) -> list[str] | None:
     """Drop rows of ``path`` past ``global_step`` (a resume repeats them) and a last row cut
     short (a full disk or a kill mid-write); returns the header."""
-    if not path.exists():
+    if not check_regular(path, "read"):
         return None
     text = path.read_text()
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
@@ -270,6 +260,12 @@ def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | No
     state = checkpoint.load(out) if resuming else None
     if state is not None:
         checkpoint.check_identity(state, config, world=ranks.world)  # fails before compiling
+        seed = checkpoint.saved_config(out, state).run.seed
+        if config.run.seed != seed:  # a resume restores the random streams the seed began
+            raise ConfigError(
+                f"run.seed = {config.run.seed} on --resume: the run continues the random streams "
+                f"of its seed {seed}; leave --seed (and run.seed) out"
+            )
         written = out / "config.toml"
         if written.exists():  # a checkpoint copied in from another run does not fit its folder
             try:
@@ -337,12 +333,15 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
     problem = None
     if main:
         try:
-            out.mkdir(parents=True, exist_ok=True)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RunError(f"cannot create run directory {out}: {reason(exc)}") from None
             if not lock.held:
                 lock.acquire()
                 if (out / checkpoint.FILENAME).exists():  # another run got here first
                     raise ConfigError(f"{out} already holds a run; choose another --out")
-        except (ConfigError, RunError, OSError) as exc:
+        except ConfigError as exc:
             problem = exc
     agree_or_raise(problem, ranks)
 
@@ -377,7 +376,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
     if main:
         write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
         columns = trim_metrics(metrics_path, trainer.global_step) if resuming else None
-        metrics_file = open(metrics_path, "a" if columns else "w", newline="")
+        metrics_file = open_text(metrics_path, append=bool(columns))
         try:  # the dashboards get the rows metrics.csv gets
             sinks = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
         except BaseException:
@@ -408,7 +407,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
         states = distributed.gather_states(payload, ranks)  # every rank's, on rank 0
         if not main:
             return
-        if not all(finite_weights(s) for s in states):  # never overwrite a good checkpoint
+        if any(checkpoint.nonfinite_weight(s) for s in states):  # never overwrite a good checkpoint
             raise RunError(
                 f"weights are not finite at step {trainer.global_step:,}; the last "
                 f"good checkpoint in {out} is kept"
@@ -568,6 +567,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
         "episodic_return": json_safe(episode["return"]),
         "episodic_length": json_safe(episode["length"]),
         "score": json_safe(episode["score"]),
+        "precision": trainer.precision,
         "interrupted": stopped_by is not None,
         "stopped_early": stopped_early,
         "run_dir": str(out),

@@ -60,9 +60,9 @@ from pathlib import Path
 import click
 
 from fasttrain import config as cfg
-from fasttrain.errors import ConfigError
+from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.learners import LEARNERS
-from fasttrain.rundir import write_atomic
+from fasttrain.rundir import check_regular, check_writable, write_atomic
 from fasttrain.targets import METRICS, Target
 
 OBJECTIVES = {"time_to_target": "minimize", "final_return": "maximize", "final_score": "maximize"}
@@ -475,10 +475,16 @@ def make_pruner(settings: SweepSettings, optuna):
 
 def open_study(spec: Sweep, out: Path, optuna):
     """The study in ``out/study.db``, made or continued; another sweep's study is refused."""
+    from sqlalchemy.exc import SQLAlchemyError  # Optuna's storage layer
+
     db = out / "study.db"
-    if not db.exists() and out.is_dir() and any(out.glob("trial-*")):
+    check_writable(out)
+    if not check_regular(db, "read") and out.is_dir() and any(out.glob("trial-*")):
         raise ConfigError(f"{out} holds trial directories but no study.db; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"cannot create sweep directory {out}: {reason(exc)}") from None
     s = spec.settings
     try:
         study = optuna.create_study(
@@ -491,6 +497,11 @@ def open_study(spec: Sweep, out: Path, optuna):
         )
     except ValueError as exc:  # an existing study with another direction
         raise ConfigError(f"{db} holds another sweep ({exc}); choose another --out") from None
+    except (SQLAlchemyError, RuntimeError) as exc:  # damaged, or another program's database
+        raise ConfigError(
+            f"{db} is not a study database this sweep can read ({type(exc).__name__}); "
+            "choose another --out"
+        ) from None
     if study.trials:  # continued: a sampler seeded as a fresh one would repeat its first picks
         study.sampler = optuna.samplers.TPESampler(seed=s.seed + len(study.trials))
     stored = study.user_attrs.get("fingerprint")

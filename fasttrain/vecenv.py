@@ -62,6 +62,13 @@ class StepOutputs:
         return f"StepOutputs(obs={_describe(self.obs)}, final_obs={_describe(self.final_obs)})"
 
 
+class _Closed:
+    """What a closed VecEnv holds in place of its kernel env: any use says so in one line."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("this environment is closed; make a new one with fasttrain.make")
+
+
 def _describe(array) -> str:
     kind = "tensor" if isinstance(array, torch.Tensor) else "array"
     return f"{array.dtype} {kind} {tuple(array.shape)}"
@@ -139,6 +146,13 @@ class VecEnv:
     def synchronize(self) -> None:
         """Wait for every launched kernel (a no-op on the host backends)."""
         self._core.backend.synchronize()
+
+    def close(self) -> None:
+        """Let go of the compiled kernels and bound outputs; stepping, resetting or reading the
+        state afterwards raises ``RuntimeError`` in one line (closing twice is fine). The
+        views already taken (``env.obs`` ...) keep their last values."""
+        self._core = _Closed()
+        self._out_cache.clear()
 
     def state_dict(self) -> dict:
         """Host copies of every buffer, enough to continue bit for bit."""
@@ -255,6 +269,9 @@ class VecEnv:
         if isinstance(actions, torch.Tensor):
             if actions.dtype not in _INT_DTYPES:
                 raise TypeError(f"actions must be an integer tensor, got dtype {actions.dtype}")
+            if actions.device.type not in ("cpu", self.device.type):  # meta holds no values
+                where = "the CPU" if self.device.type == "cpu" else f"{self.device} or the CPU"
+                raise ValueError(f"actions must be on {where}, not {actions.device}")
             shape = tuple(actions.shape)
         elif isinstance(actions, np.ndarray):
             if actions.dtype.kind not in "iu":

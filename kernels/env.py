@@ -138,29 +138,42 @@ def buffer_nbytes(spec: GameSpec, params, num_envs: int) -> int:
     )
 
 
-def _memory_limit(xp) -> tuple[int | None, str]:
-    """Bytes new buffers can have at most, and a phrase saying so (None: unknown).
+def check_memory(need: int, what: str, xp=np) -> None:
+    """MemoryError in one line when ``need`` bytes for ``what`` exceed what the host (``xp`` is
+    NumPy) or the GPU can give: the one size check made before any big allocation."""
+    limit, has = _memory_limit(xp)
+    if limit is not None and need > limit:
+        raise MemoryError(f"{what} need {need:,} bytes ({need / 2**30:,.1f} GiB); {has}")
 
-    On the host that is the memory available now (zeroed pages are only committed when first
-    written, so a bigger env would be killed at its first reset); on a GPU, where an allocation
-    fails cleanly, the device's total (what is free depends on the caching allocators).
-    """
-    if xp is not np:
-        total = int(xp.cuda.runtime.memGetInfo()[1])
-        return total, f"the GPU has {total:,} bytes"
-    available = None
-    try:  # Linux: free memory plus what the kernel can reclaim (page cache)
+
+def host_memory_available() -> int | None:
+    """Bytes of host memory new buffers can take now: free memory plus what the kernel can
+    reclaim (Linux's MemAvailable; zeroed pages are only committed when first written, so a
+    bigger buffer would be killed at its first write), else the physical total; None where
+    neither can be read."""
+    try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): allocation decides
+        return None
+
+
+def _memory_limit(xp) -> tuple[int | None, str]:
+    """Bytes new buffers can have at most, and a phrase saying so (None: unknown): the host's
+    available memory, or on a GPU, where an allocation fails cleanly, the device's total (what
+    is free depends on the caching allocators)."""
+    if xp is not np:
+        total = int(xp.cuda.runtime.memGetInfo()[1])
+        return total, f"the GPU has {total:,} bytes"
+    available = host_memory_available()
     if available is None:
-        try:
-            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (AttributeError, ValueError, OSError):  # no sysconf (Windows): allocation decides
-            return None, ""
+        return None, ""
     return available, f"this machine has {available:,} bytes available"
 
 
@@ -207,12 +220,7 @@ class KernelEnv:
         self.backend = get_backend(backend)
         self.xp = self.backend.xp
         need = buffer_nbytes(spec, params, num_envs)
-        limit, has = _memory_limit(self.xp)
-        if limit is not None and need > limit:
-            raise MemoryError(
-                f"{num_envs:,} {spec.name} envs need {need:,} bytes of buffers "
-                f"({need / 2**30:,.1f} GiB); {has}"
-            )
+        check_memory(need, f"{num_envs:,} {spec.name} envs", self.xp)
         self.arrays = allocate(spec, params, self.num_envs, self.xp)
         self.launchers = self.backend.compile(spec)
         # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
@@ -371,6 +379,12 @@ class KernelEnv:
         if not isinstance(arrays, dict):
             raise TypeError(
                 f"expected a dict of arrays from state_dict(), got {type(arrays).__name__}"
+            )
+        missing = [name for name in self.arrays if name not in arrays]
+        if missing:
+            raise ValueError(
+                f"state_dict lacks environment array{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(repr(n) for n in missing[:5])}{' ...' if len(missing) > 5 else ''}"
             )
         for name, value in arrays.items():
             mine = self.arrays.get(name)

@@ -22,6 +22,9 @@ MAX_ARGS = 30
 AGENT_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "score")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # rewards, scores and physics are float32
+
+
 def _finite(value) -> bool:
     try:
         return math.isfinite(value)
@@ -191,6 +194,11 @@ class GameSpec:
                 )
             if isinstance(default, float) and not _finite(value):
                 raise ValueError(f"{self.name}.{key} must be finite, got {value}")
+            if isinstance(default, float) and abs(value) > FLOAT32_MAX:
+                raise ValueError(
+                    f"{self.name}.{key} = {value:g} does not fit float32, the games' arithmetic "
+                    f"(|x| <= {FLOAT32_MAX:.3g})"
+                )
             if type(default) is int and not -(2**63) <= value < 2**63:
                 raise ValueError(f"{self.name}.{key} must fit in int64, got {value}")
         # one kernel argument type per param: 1 for a float param is 1.0 (an int would compile

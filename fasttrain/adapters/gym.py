@@ -110,6 +110,11 @@ class GymVectorEnv(VectorEnv):
         out = self._to_host(array)
         return out.copy() if self.copy and out is array else out
 
+    def close_extras(self, **kwargs) -> None:
+        """Close the fasttrain env (``close()`` calls this): a later step or reset raises
+        ``RuntimeError`` in one line."""
+        self.env.close()
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -220,6 +225,10 @@ class GymEnv(gymnasium.Env):
             self.env.reset()
         self._fresh = False
         return self._obs[0].copy(), {}
+
+    def close(self) -> None:
+        """Close the fasttrain env: a later step or reset raises ``RuntimeError`` in one line."""
+        self.env.close()
 
     def step(self, action):
         """One step; at an episode's end the observation is that episode's last one."""

@@ -178,7 +178,8 @@ class FasttrainParallelEnv(ParallelEnv):
         return self.env.render(0) if self.render_mode == "ansi" else None
 
     def close(self) -> None:
-        pass
+        """Close the fasttrain env: a later step or reset raises ``RuntimeError`` in one line."""
+        self.env.close()
 
     def __repr__(self):
         return f"FasttrainParallelEnv({self.env.game!r}, agents={len(self.possible_agents)})"

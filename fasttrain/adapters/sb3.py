@@ -93,7 +93,8 @@ class SB3VecEnv(VecEnv):
         return obs, rewards, dones, infos
 
     def close(self) -> None:
-        pass
+        """Close the fasttrain env: a later step or reset raises ``RuntimeError`` in one line."""
+        self.env.close()
 
     # SB3 addresses "sub-environments" by index; ours share one params object and one runtime,
     # so attributes come from the game's params or the fasttrain VecEnv, the same for every index.

@@ -14,6 +14,7 @@ import torch
 from fasttrain import distributed
 from fasttrain.device import Device, resolve_amp, resolve_device
 from fasttrain.errors import ConfigError
+from fasttrain.kernels.env import host_memory_available
 from fasttrain.vecenv import VecEnv, make
 
 # Below this many multiply-adds per rollout step (environment rows x network weights), one torch
@@ -383,14 +384,7 @@ def available_memory(device: torch.device) -> int | None:
     """Bytes free for new buffers on ``device`` now (None when unknown)."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return host_memory_available()
 
 
 @contextlib.contextmanager
@@ -405,13 +399,15 @@ def user_sizes(what: str):
         raise ConfigError(f"{what} does not fit in memory: {str(exc).splitlines()[0]}") from None
 
 
-def check_memory(nbytes: int, what: str, device: torch.device) -> None:
+def check_memory(
+    nbytes: int, what: str, device: torch.device, fix: str = "lower num_envs or num_steps"
+) -> None:
     """Refuse, in one line and before allocating, buffers that cannot fit in memory."""
     available = available_memory(device)
     if available is not None and nbytes > available:
         raise ConfigError(
             f"{what} needs {nbytes / 2**30:,.1f} GiB but {available / 2**30:,.1f} GiB is free on "
-            f"{device.type}; lower num_envs or num_steps"
+            f"{device.type}; {fix}"
         )
 
 
@@ -499,12 +495,16 @@ class TrainerBase:
         text = text if self.world == 1 else f"{text} per rank x {self.world} ranks"
         return text + self.compile_note()
 
+    @property
+    def precision(self) -> str:
+        """The update's arithmetic: ``bf16`` or ``fp16`` under ``run.amp``, else ``fp32``."""
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.ctx.amp_dtype, "fp32")
+
     def compile_note(self) -> str:
         """`` | bf16 update`` (or fp16) under mixed precision (``run.amp``; the rollout's forward
         passes stay float32), then `` | torch.compile (MODE)`` when the learner compiles
         (``run.compile``)."""
-        amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.ctx.amp_dtype)
-        note = f" | {amp} update" if amp else ""
+        note = "" if self.precision == "fp32" else f" | {self.precision} update"
         mode = getattr(self, "compile_mode", "off")
         return note + ("" if mode == "off" else f" | torch.compile ({mode})")
 

@@ -1,0 +1,94 @@
+"""Running the ``fasttrain`` command in subprocesses, as a user would, and reading its errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout under test, whatever the cwd
+
+
+def start(*args, cwd=None) -> subprocess.Popen:
+    """``python ARGS``, importing fasttrain from this checkout."""
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return subprocess.Popen(
+        [sys.executable, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+
+
+def start_cli(*args, cwd=None) -> subprocess.Popen:
+    return start("-m", "fasttrain.cli", *args, cwd=cwd)
+
+
+def finish(proc: subprocess.Popen, timeout=240) -> subprocess.CompletedProcess:
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    return finish(start_cli(*args, cwd=cwd))
+
+
+def cli_pool(calls: dict, jobs: int = 3) -> dict:
+    """Run CLI calls (name -> argument list, or (arguments, cwd)) ``jobs`` at a time; their
+    results by name."""
+    calls = {k: v if isinstance(v, tuple) else (v, None) for k, v in calls.items()}
+    return pool(
+        {k: (["-m", "fasttrain.cli", *args], cwd) for k, (args, cwd) in calls.items()}, jobs
+    )
+
+
+def pool(calls: dict, jobs: int = 3) -> dict:
+    """Run ``python ARGS`` (name -> (ARGS, cwd)) ``jobs`` at a time; their results by name."""
+    pending, running, results = list(calls.items()), {}, {}
+    deadline = time.monotonic() + 600
+    while pending or running:
+        while pending and len(running) < jobs:
+            name, (args, cwd) = pending.pop(0)
+            running[name] = start(*args, cwd=cwd)
+        for name, proc in list(running.items()):
+            if proc.poll() is not None:
+                results[name] = finish(running.pop(name))
+        assert time.monotonic() < deadline, f"still running: {list(running)}"
+        time.sleep(0.02)
+    return results
+
+
+class UserErrorBug(AssertionError):
+    """A fault ended in a traceback, in several lines, or with the wrong exit code."""
+
+
+def one_line(result: subprocess.CompletedProcess, code: int = 1) -> str:
+    """The one error line of a CLI call that should fail with exit ``code``."""
+    tail = result.stderr[-1500:]
+    if "Traceback" in result.stderr:
+        raise UserErrorBug(f"traceback (exit {result.returncode}):\n{tail}")
+    if result.returncode != code:
+        raise UserErrorBug(f"exit {result.returncode}, expected {code}:\n{tail}")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if code == 2:  # click's usage errors print Usage and Try lines above the error
+        lines = [line for line in lines if not line.startswith(("Usage:", "Try '"))]
+    if len(lines) != 1:
+        raise UserErrorBug(f"{len(lines)} lines of error, expected one:\n{tail}")
+    return lines[0]
+
+
+def snapshot(folder, mtimes: bool = False) -> dict:
+    """Every path under ``folder``: its bytes (and mtime) for files, None for folders."""
+    folder = Path(folder)
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        name = str(path.relative_to(folder))
+        if path.is_dir():
+            out[name + "/"] = None
+        else:
+            out[name] = (path.read_bytes(), path.stat().st_mtime_ns if mtimes else None)
+    return out
