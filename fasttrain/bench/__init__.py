@@ -147,11 +147,72 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
 )
 @click.option("--targets-only", is_flag=True, help="Measure only the time-to-target rows.")
 @click.option("--seed", type=int, default=0, show_default=True)
-def bench(**options):
-    """Measure env-steps/s, PPO SPS, a per-step baseline, peers and time to target; print tables."""
+@click.option(
+    "--learning",
+    is_flag=True,
+    help="Instead: train each --game (default: Snake and the MinAtar games) with its defaults "
+    "once per --seeds and write learning.md, learning.json and learning.png to --out.",
+)
+@click.option(
+    "--seeds",
+    default="0,1,2",
+    show_default=True,
+    help="--learning: comma-separated seeds of each game's runs.",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="--learning: training seconds per run at most (default: each preset's whole run).",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--learning: total_timesteps of every run instead of the presets'.",
+)
+@click.option("--algo", default="ppo", show_default=True, help="--learning: the learner.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="--learning: folder of the runs and the results; a finished run there is read, not "
+    "run again [default: runs/learning-<algo>-<time>].",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="--learning: a config override for every run (repeatable), e.g. --set run.amp=off.",
+)
+def bench(learning, seeds, budget, steps, algo, out, sets, **options):
+    """Measure env-steps/s, PPO SPS, a per-step baseline, peers and time to target; print tables.
+    With --learning, measure what the default presets learn instead."""
     import numba
     import torch
 
+    ctx = click.get_current_context()
+    given = {
+        name
+        for name, value in ctx.params.items()
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    }
+    flag = {p.name: p.opts[0] for p in ctx.command.params}
+    own = {"seeds", "budget", "steps", "algo", "out", "sets"}
+    shared = {"learning", "game_names", "device"}
+    if not learning and given & own:
+        raise click.UsageError(f"{flag[sorted(given & own)[0]]} needs --learning")
+    if learning and given - own - shared:
+        name = flag[sorted(given - own - shared)[0]]
+        raise click.UsageError(f"{name} is for the speed tables: leave it out of --learning")
+    if learning:
+        from fasttrain.bench.learning import DEFAULT_GAMES, parse_seeds, run_suite
+
+        games = list(dict.fromkeys(options["game_names"])) or list(DEFAULT_GAMES)
+        out = out or time.strftime(f"runs/learning-{algo}-%Y%m%d-%H%M%S")
+        run_suite(games, parse_seeds(seeds), algo, budget, steps, options["device"], sets, out)
+        return
     plan = make_plan(**options)  # every check happens here, before anything is measured
     numba.set_num_threads(plan.threads)
     torch.set_num_threads(plan.threads)

@@ -1,0 +1,329 @@
+"""``fasttrain bench --learning``: how good and how fast the agents of the default presets are.
+
+Each chosen game is trained with its defaults (presets included, ``--set`` on top) once per seed,
+each run in its own run directory under ``--out``. The suite then reads every run's
+``metrics.csv`` and writes, beside them:
+
+- ``learning.md``: one row per game, with the seeds, the median and worst final score, the
+  reference it is measured against, the median training seconds to 50% and 90% of the
+  reference, the median SPS and the update's precision;
+- ``learning.png``: every game's curve against wall-clock seconds of training, the median
+  over seeds as a line and the min-max as a band (extra ``plot``);
+- ``learning.json``: every figure of every run.
+
+The final score of a run is the mean of its metrics rows in the last ``FINAL_SHARE`` of its
+steps (one row holds only the episodes of one iteration, which swing from row to row). A run that
+finished before (its ``summary.json`` says it ran to its end) is read, not run again, and one cut
+short resumes from its checkpoint, so a suite of hours can be stopped and continued.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from fasttrain.errors import ConfigError
+
+FINAL_SHARE = 0.05  # the share of a run's last steps whose rows make its final score
+FRACTIONS = (0.5, 0.9)  # of the reference: the times to them go in the table
+GRID = 100  # points of the wall-clock axis the median and band are drawn on
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a game's runs are measured against."""
+
+    metric: str  # "score" or "return": the metrics.csv column charts/<metric>
+    value: float
+    source: str
+
+
+REFERENCES = {
+    "snake": Reference("score", 50.0, "fasttrain's goal (every seed >= 50)"),
+    "cartpole": Reference("return", 475.0, "solved (Gymnasium)"),
+    "arena": Reference("score", 10.0, "food per life (greedy bots ~3)"),
+    "minatar-breakout": Reference("return", 50.0, "pgx PPO, 20M steps"),
+    "minatar-asterix": Reference("return", 25.0, "pgx PPO, 20M steps"),
+    "minatar-freeway": Reference("return", 63.0, "pgx PPO, 20M steps"),
+    "minatar-space_invaders": Reference("return", 145.0, "pgx PPO, 20M steps"),
+    "minatar-seaquest": Reference("return", 54.0, "pgx PPO, 20M steps"),
+}
+COLUMNS = {"score": "charts/score", "return": "charts/episodic_return"}
+DEFAULT_GAMES = ("snake", *(g for g in REFERENCES if g.startswith("minatar-")))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]``; one line for anything else."""
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        seeds = []
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds takes distinct seeds >= 0 such as 0,1,2, got {text!r}")
+    return seeds
+
+
+@dataclass
+class RunResult:
+    """One seed's run, read from its metrics.csv."""
+
+    game: str
+    seed: int
+    run_dir: str
+    steps: int
+    seconds: float  # training seconds (time_s of the last row)
+    sps: float
+    final: float
+    best: float
+    to_reference: dict  # "50%" -> training seconds to that share of the reference (None: never)
+    precision: str
+    curve: list  # (time_s, value) of every row with episodes
+
+
+def final_value(steps: list[int], values: list[float]) -> float:
+    """The mean of the values whose step is in the last ``FINAL_SHARE`` of the run (NaN: none
+    of those rows had an episode)."""
+    if not steps:
+        return math.nan
+    start = steps[-1] * (1.0 - FINAL_SHARE)
+    tail = [v for s, v in zip(steps, values, strict=True) if s >= start and math.isfinite(v)]
+    return statistics.fmean(tail) if tail else math.nan
+
+
+def read_result(run_dir: Path, game: str, seed: int, reference: Reference) -> RunResult:
+    """A run's figures from its metrics.csv (and summary.json and config.toml)."""
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise ConfigError(f"{run_dir}/metrics.csv has no rows")
+    column = COLUMNS[reference.metric]
+    steps = [int(float(r["global_step"])) for r in rows]
+    times = [float(r["time_s"]) for r in rows]
+    values = [_float(r.get(column)) for r in rows]
+    to_reference = {}
+    for fraction in FRACTIONS:
+        goal = fraction * reference.value
+        hit = next((t for t, v in zip(times, values, strict=True) if v >= goal), None)
+        to_reference[f"{fraction:.0%}"] = hit
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return RunResult(
+        game=game,
+        seed=seed,
+        run_dir=str(run_dir),
+        steps=steps[-1],
+        seconds=times[-1],
+        sps=steps[-1] / times[-1] if times[-1] > 0 else math.nan,
+        final=final_value(steps, values),
+        best=max((v for v in values if math.isfinite(v)), default=math.nan),
+        to_reference=to_reference,
+        precision=summary.get("precision", "?"),
+        curve=[(t, v) for t, v in zip(times, values, strict=True) if math.isfinite(v)],
+    )
+
+
+def _float(text) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# ------------------------------------------------------------------------------- running
+
+
+def finished(run_dir: Path) -> bool:
+    """The run in ``run_dir`` ran to its end (not interrupted, not stopped early)."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return not summary.get("interrupted") and not summary.get("stopped_early")
+
+
+def train(config, run_dir: Path, budget_s: float | None, echo) -> None:
+    """Run ``config`` into ``run_dir`` (resuming a run cut short), within ``budget_s``
+    training seconds when given."""
+    from fasttrain.runner import run
+
+    def on_row(row: dict) -> bool:
+        return budget_s is not None and row["time_s"] >= budget_s
+
+    resume = run_dir if (run_dir / "checkpoint.pt").exists() else None
+    run(config, out=None if resume else run_dir, resume=resume, echo=echo, on_row=on_row)
+
+
+def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str, sets):
+    """The default config of ``game`` and ``algo`` with ``--set`` items, the seed, the device,
+    no progress bar and no curves.png (the suite draws its own)."""
+    from fasttrain import config as cfg
+
+    flags = {
+        "run": {"algo": algo, "seed": seed, "device": device},
+        "game": {"name": game},
+        "log": {"progress": False, "curves": False},
+    }
+    if steps is not None:
+        flags["game"][game] = {algo: {"total_timesteps": steps}}
+    return cfg.build([*cfg.user_layers(None, sets), ("bench --learning", flags)])
+
+
+def run_suite(
+    games, seeds, algo: str, budget_s, steps, device: str, sets, out, echo=click.echo
+) -> list[RunResult]:
+    """Train every game x seed not finished in ``out`` yet, then write the table, the JSON and
+    the picture; returns every run's result."""
+    from fasttrain import games as registry
+
+    unknown = [g for g in games if g not in registry.names()]
+    if unknown:
+        raise ConfigError(f"unknown game {unknown[0]!r}; valid: {', '.join(registry.names())}")
+    missing = [g for g in games if g not in REFERENCES]
+    if missing:
+        raise ConfigError(f"no reference score for {missing[0]!r}; valid: {', '.join(REFERENCES)}")
+    out = Path(out)
+    configs = {
+        (game, seed): suite_config(game, algo, seed, steps, device, sets)
+        for game in games
+        for seed in seeds
+    }  # every config is checked before the first run starts
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    started = time.perf_counter()
+    for (game, seed), config in configs.items():
+        run_dir = out / f"{game}-{algo}-seed{seed}"
+        if finished(run_dir):
+            echo(f"{run_dir}: finished before, read as it is")
+        else:
+            echo(f"{game} seed {seed}: training into {run_dir}")
+            train(config, run_dir, budget_s, echo=lambda *a, **k: None)
+        result = read_result(run_dir, game, seed, REFERENCES[game])
+        echo(
+            f"  final {REFERENCES[game].metric} {result.final:.2f} (best row {result.best:.2f}) "
+            f"after {result.steps:,} steps in {result.seconds:.0f} s at {result.sps:,.0f} SPS"
+        )
+        results.append(result)
+    write(results, algo, out, time.perf_counter() - started)
+    return results
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def _median(values) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def _seconds(times: list) -> str:
+    """The median of the seeds' times to a share; a seed that never got there counts as
+    infinitely slow, so a median that is not a number reads "not reached"."""
+    ordered = sorted(math.inf if t is None else t for t in times)
+    median = _median(ordered)
+    reached = sum(t is not None for t in times)
+    if not math.isfinite(median):
+        return f"not reached ({reached}/{len(times)})"
+    return f"{median:.0f}" + ("" if reached == len(times) else f" ({reached}/{len(times)})")
+
+
+def table(results: list[RunResult], algo: str) -> str:
+    """The Markdown table of ``learning.md``: one row per game."""
+    header = (
+        "| game | algo | seeds | median final | worst final | reference | "
+        "s to 50% (median) | s to 90% (median) | SPS (median) | precision | s per run |"
+    )
+    lines = [header, "|" + " --- |" * (header.count("|") - 1)]
+    for game in dict.fromkeys(r.game for r in results):
+        runs = [r for r in results if r.game == game]
+        ref = REFERENCES[game]
+        finals = [r.final for r in runs]
+        lines.append(
+            f"| {game} | {algo} | {', '.join(str(r.seed) for r in runs)} | "
+            f"{_median(finals):.1f} | {min(finals):.1f} | {ref.value:g} {ref.metric} "
+            f"({ref.source}) | {_seconds([r.to_reference['50%'] for r in runs])} | "
+            f"{_seconds([r.to_reference['90%'] for r in runs])} | "
+            f"{_median([r.sps for r in runs]):,.0f} | "
+            f"{', '.join(sorted({r.precision for r in runs}))} | "
+            f"{_median([r.seconds for r in runs]):.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(results: list[RunResult], algo: str, out: Path, wall_s: float) -> None:
+    """``learning.md``, ``learning.json`` and (with matplotlib) ``learning.png`` in ``out``."""
+    import numba
+
+    from fasttrain.bench.report import machine_info
+    from fasttrain.rundir import write_atomic
+    from fasttrain.runner import json_safe
+
+    machine = machine_info(numba.get_num_threads())
+    when = time.strftime("%Y-%m-%d")
+    cores = machine.get("cpu_affinity") or machine.get("cpu_count")
+    text = (
+        f"Learning with the default presets ({algo}), {machine.get('cpu', '?')}, {cores} cores, "
+        f"{when}. Final: the mean of the metrics rows in the last {FINAL_SHARE:.0%} of a run's "
+        "steps; seconds are training seconds.\n\n"
+    ) + table(results, algo)
+    write_atomic(out / "learning.md", text)
+    payload = {
+        "machine": machine,
+        "date": when,
+        "algo": algo,
+        "wall_s": round(wall_s, 1),
+        "final_share": FINAL_SHARE,
+        "references": {g: dataclasses.asdict(r) for g, r in REFERENCES.items()},
+        "runs": [{k: v for k, v in dataclasses.asdict(r).items() if k != "curve"} for r in results],
+    }
+    write_atomic(out / "learning.json", json.dumps(json_safe(payload), indent=2) + "\n")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    draw(results, out / "learning.png")
+
+
+def draw(results: list[RunResult], path: Path) -> None:
+    """One panel per game: the median over seeds against training seconds, min-max banded."""
+    import io
+
+    import numpy as np
+
+    from fasttrain.plot import _pyplot
+    from fasttrain.rundir import write_atomic
+
+    plt = _pyplot()
+    games = list(dict.fromkeys(r.game for r in results))
+    columns = min(3, len(games))
+    rows = -(-len(games) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for ax, game in zip(axes.flat, games, strict=False):
+        runs = [r for r in results if r.game == game and r.curve]
+        if not runs:
+            continue
+        end = min(r.curve[-1][0] for r in runs)
+        grid = np.linspace(0.0, end, GRID)
+        curves = np.array(
+            [np.interp(grid, [t for t, _ in r.curve], [v for _, v in r.curve]) for r in runs]
+        )
+        ax.fill_between(grid, curves.min(axis=0), curves.max(axis=0), alpha=0.25)
+        ax.plot(grid, np.median(curves, axis=0), label=f"median of {len(runs)} seeds")
+        ref = REFERENCES[game]
+        ax.axhline(ref.value, color="gray", linestyle="--", linewidth=1, label=ref.source)
+        ax.set_title(game)
+        ax.set_xlabel("training seconds")
+        ax.set_ylabel(f"mean {ref.metric}")
+        ax.legend(fontsize=7, loc="lower right")
+    for ax in list(axes.flat)[len(games) :]:
+        ax.axis("off")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    plt.close(figure)
+    write_atomic(path, buffer.getvalue())

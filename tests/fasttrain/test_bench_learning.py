@@ -1,0 +1,96 @@
+"""``fasttrain bench --learning``: the learning suite's table, JSON and picture, at a tiny size."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from fasttrain.bench import learning
+from fasttrain.cli import main
+
+SMALL = [
+    "--set",
+    "game.snake.ppo.num_envs=32",
+    "--set",
+    "game.snake.ppo.num_steps=16",
+    "--set",
+    "game.cartpole.ppo.num_envs=32",
+    "--set",
+    "run.compile=off",
+    "--set",
+    "model.hidden=32",
+]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("learning") / "suite"
+    args = ["bench", "--learning", "--game", "cartpole", "--game", "snake", "--seeds", "0,1"]
+    result = CliRunner().invoke(main, [*args, "--steps", "2048", "--out", str(out), *SMALL])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return out, result.output
+
+
+def test_the_suite_trains_every_game_and_seed_and_writes_its_table(suite):
+    out, output = suite
+    for game in ("cartpole", "snake"):
+        for seed in (0, 1):
+            run_dir = out / f"{game}-ppo-seed{seed}"
+            assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 2048
+    lines = (out / "learning.md").read_text().splitlines()
+    rows = [line for line in lines if line.startswith("| cartpole") or line.startswith("| snake")]
+    assert len(rows) == 2
+    cells = rows[0].strip("|").split("|")
+    assert [c.strip() for c in cells[:3]] == ["cartpole", "ppo", "0, 1"]
+    assert "475 return" in cells[5]
+    data = json.loads((out / "learning.json").read_text())
+    finals = {(r["game"], r["seed"]): r["final"] for r in data["runs"]}
+    assert set(finals) == {("cartpole", 0), ("cartpole", 1), ("snake", 0), ("snake", 1)}
+    median = statistics.median([finals["cartpole", 0], finals["cartpole", 1]])
+    assert float(cells[3]) == pytest.approx(median, abs=0.051)  # printed to one decimal
+    png = (out / "learning.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+
+
+def test_a_second_call_reads_the_finished_runs_instead_of_training_again(suite):
+    out, _ = suite
+    before = (out / "cartpole-ppo-seed0" / "metrics.csv").read_bytes()
+    result = CliRunner().invoke(
+        main, ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "finished before, read as it is" in result.output
+    assert (out / "cartpole-ppo-seed0" / "metrics.csv").read_bytes() == before
+
+
+def test_the_final_score_is_the_mean_of_the_last_twentieth_of_the_steps():
+    steps = list(range(100, 2100, 100))  # 20 rows up to 2000 steps: the last 5% starts at 1900
+    values = [float(v) for v in range(20)]
+    assert learning.final_value(steps, values) == pytest.approx((18 + 19) / 2)
+    values[-1] = math.nan  # a row without an episode is left out
+    assert learning.final_value(steps, values) == 18.0
+
+
+def test_times_to_a_share_count_a_seed_that_never_got_there_as_infinitely_slow():
+    assert learning._seconds([10.0, 30.0, 20.0]) == "20"
+    assert learning._seconds([10.0, None, 20.0]) == "20 (2/3)"
+    assert learning._seconds([10.0, None, None]) == "not reached (1/3)"
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--learning", "--seeds", "a,b"], "--seeds takes distinct seeds >= 0"),
+        (["--learning", "--quick"], "--quick is for the speed tables"),
+        (["--seeds", "0"], "--seeds needs --learning"),
+        (["--learning", "--game", "nope"], "unknown game 'nope'"),
+    ],
+)
+def test_bad_suite_options_are_one_line(args, words):
+    result = CliRunner().invoke(main, ["bench", *args])
+    assert result.exit_code in (1, 2) and words in result.output, result.output
+    assert "Traceback" not in result.output
