@@ -179,15 +179,17 @@ CHOICES = {
     ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),
     ("model", "core"): CORES,
-    ("dqn", "loss"): ("huber", "mse"),
     ("log", "wandb"): WANDB_MODES,
 }
 
 
 def choices(section: str, key: str):
-    """The valid values of ``section.key``, or None when any value of its type goes."""
+    """The valid values of ``section.key``, or None when any value of its type goes: a
+    learner's sections take the choices its registration declares."""
     if (section, key) == ("run", "algo"):
         return tuple(LEARNERS)
+    if section in LEARNERS:
+        return LEARNERS[section].choices.get(key)
     return CHOICES.get((section, key))
 
 

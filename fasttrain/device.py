@@ -131,21 +131,22 @@ def resolve_compile(
     mode: str,
     device: Device,
     steps: int,
-    learner: str = "ppo",
+    learner_pays: bool = True,
     recurrent: bool = False,
     width: int = 128,
 ) -> str:
     """``run.compile`` to the ``torch.compile`` mode used (``off``: eager). ``auto`` is
-    ``default`` for a feed-forward PPO run of ``COMPILE_MIN_STEPS`` steps or more with layers
-    at most ``COMPILE_MAX_WIDTH`` wide, on a CPU where a C++ compiler is found and this torch
-    compiles on this Python; ``off`` elsewhere (short runs, wide networks, DQN and recurrent
-    policies, which were not measured faster, and GPUs, not measured). The other modes are
-    taken as given."""
+    ``default`` for a feed-forward run of a learner that compiling pays for (``learner_pays``:
+    ``Learner.auto_compile``) of ``COMPILE_MIN_STEPS`` steps or more with layers at most
+    ``COMPILE_MAX_WIDTH`` wide, on a CPU where a C++ compiler is found and this torch compiles
+    on this Python; ``off`` elsewhere (short runs, wide networks, learners and recurrent
+    policies not measured faster, and GPUs, not measured). The other modes are taken as
+    given."""
     if mode not in COMPILE_MODES:
         raise ConfigError(f"unknown run.compile {mode!r}; valid: {', '.join(COMPILE_MODES)}")
     if mode != "auto":
         return mode
-    pays = steps >= COMPILE_MIN_STEPS and width <= COMPILE_MAX_WIDTH
-    if device.type != "cpu" or not pays or learner != "ppo" or recurrent:
+    pays = steps >= COMPILE_MIN_STEPS and width <= COMPILE_MAX_WIDTH and learner_pays
+    if device.type != "cpu" or not pays or recurrent:
         return "off"
     return "default" if cpp_compiler() and dynamo_supported() else "off"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fasttrain import distributed
-from fasttrain.device import Device, resolve_amp, resolve_device
+from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
 from fasttrain.vecenv import VecEnv, make
@@ -494,6 +494,20 @@ class TrainerBase:
         text = f"{self.describe_rows()} x {self.args.num_steps} steps = batch {self.batch_size}"
         text = text if self.world == 1 else f"{text} per rank x {self.world} ranks"
         return text + self.compile_note()
+
+    def compile_mode_for(self, recurrent: bool = False) -> str:
+        """``run.compile`` resolved for this run (``fasttrain.device.resolve_compile``), with
+        what the learner's registration says of compiling it (``Learner.auto_compile``)."""
+        from fasttrain.learners import LEARNERS  # the registry imports every learner module
+
+        return resolve_compile(
+            self.config.run.compile,
+            self.ctx.device,
+            self.args.total_timesteps,
+            LEARNERS[self.config.run.algo].auto_compile,
+            recurrent,
+            self.config.model.hidden,
+        )
 
     @property
     def precision(self) -> str:

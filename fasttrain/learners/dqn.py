@@ -20,7 +20,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fasttrain.device import resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.learners.common import (
     CompiledStep,
@@ -38,6 +37,11 @@ from fasttrain.models import make_q_network
 PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
 
 # ------------------------------------------------------------------------------- CONFIG
+
+
+LOSSES = ("huber", "mse")  # the TD losses
+# the console line's names of DQN's columns
+SHORT_NAMES = {"losses/td_loss": "td", "losses/q_values": "q", "charts/epsilon": "eps"}
 
 
 @dataclass(frozen=True)
@@ -386,9 +390,7 @@ class Trainer(TrainerBase):
         # first use (a ring can have many slots) and kept
         self.step_outputs = [None] * self.buffer.num_slots
         warn = warn_once(warn)  # one compile warning covers acting and the update
-        self.compile_mode = resolve_compile(
-            config.run.compile, self.ctx.device, args.total_timesteps, "dqn"
-        )
+        self.compile_mode = self.compile_mode_for()
         self.act_network = CompiledStep(self.q_network, self.compile_mode, warn, "the network")
         self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
 

@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 
 from fasttrain import distributed
-from fasttrain.device import resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
 from fasttrain.learners.common import (
@@ -32,6 +31,15 @@ from fasttrain.learners.common import (
 from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- CONFIG
+
+# the console line's names of PPO's loss columns
+SHORT_NAMES = {
+    "losses/policy_loss": "pg",
+    "losses/value_loss": "v",
+    "losses/entropy": "ent",
+    "losses/approx_kl": "kl",
+    "losses/clipfrac": "clip",
+}
 
 
 @dataclass(frozen=True)
@@ -216,14 +224,7 @@ class Trainer(TrainerBase):
         # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
         self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
         warn = warn_once(warn)  # one compile warning covers the rollout and the update
-        self.compile_mode = resolve_compile(
-            config.run.compile,
-            self.ctx.device,
-            args.total_timesteps,
-            "ppo",
-            self.recurrent,
-            config.model.hidden,
-        )
+        self.compile_mode = self.compile_mode_for(recurrent=self.recurrent)
         self.act_policy = CompiledStep(self.policy, self.compile_mode, warn, "the network")
         self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
         # the advantage kernel's arguments are converted once; CPU tensors as NumPy views

@@ -173,7 +173,7 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
 ):
     monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++" if compiler else None)
     where = Device(torch.device(device), device)
-    args = (where, steps, learner, recurrent, width)
+    args = (where, steps, LEARNERS[learner].auto_compile, recurrent, width)
     assert devices.resolve_compile("auto", *args) == expected
     monkeypatch.setattr(devices, "dynamo_supported", lambda: False)  # e.g. torch 2.3, Py 3.12
     assert devices.resolve_compile("auto", *args) == "off"
