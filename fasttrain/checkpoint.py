@@ -56,9 +56,9 @@ def identity(
     config, num_envs: int | None = None, obs_shape: tuple | None = None, world: int = 1
 ) -> dict:
     """What a checkpoint must share with a run to continue it (defaults: from ``config``)."""
-    params = config.game_params()
+    params = config.params
     if num_envs is None:
-        num_envs = config.learner().num_envs
+        num_envs = config.learner.num_envs
     if obs_shape is None:
         obs_shape = games.get(config.game.name).obs_shape(params)
     return {
@@ -410,7 +410,7 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
     if game is not None and game != config.game.name:
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
     spec = games.get(config.game.name)
-    params = config.game_params()
+    params = config.params
     reached = state.get("curriculum")  # a curriculum run plays in the stage it reached
     if config.curriculum and reached and 0 <= int(reached["stage"]) < len(config.curriculum):
         params = config.stage_params(int(reached["stage"]))

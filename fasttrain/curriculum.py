@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fasttrain.errors import ConfigError
 
 # promote_metric -> the key of env.stats() it reads; the names are metrics.csv's columns
-METRICS = {
+PROMOTE_METRICS = {
     "charts/score": "score",
     "charts/episodic_return": "return",
     "charts/episodic_length": "length",
@@ -116,7 +116,8 @@ class Curriculum:
             return None  # the last stage: nothing to promote to, nothing to track
         stage = self.stages[self.stage]
         if stats.get("episodes", 0) > 0:
-            self.batches.append((float(stats[METRICS[stage.promote_metric]]), stats["episodes"]))
+            mean = float(stats[PROMOTE_METRICS[stage.promote_metric]])
+            self.batches.append((mean, stats["episodes"]))
             # drop the oldest batches the window can do without
             count = sum(n for _, n in self.batches)
             while count - self.batches[0][1] >= stage.promote_episodes:

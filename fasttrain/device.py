@@ -78,9 +78,7 @@ def native_bf16(device: Device) -> bool:
     return False
 
 
-# On a CPU, bf16 pays off only for matrices this wide or wider: measured on a Zen 4 core
-# (AVX512-BF16), it made Snake's 128-wide MLP ~30% faster per step and CartPole's 64-wide one
-# ~25% slower (the casts cost more than the smaller multiplications save).
+# On a CPU bf16 pays off only for layers this wide or wider (docs/performance.md#bf16-on-the-cpu)
 CPU_BF16_MIN_WIDTH = 128
 
 
@@ -98,15 +96,9 @@ def resolve_amp(amp: str, device: Device, width: int | None = None) -> str:
     return amp
 
 
-# run.compile = "auto" compiles PPO runs of this many steps or more on the CPU. Measured on Snake
-# (22M-step default, 2-core Intel Xeon, fp32): torch.compile costs ~17 s once, then training runs
-# at ~75k steps/s against ~55k eager, so score 20 came after 98 and 80 s against 161 and 157 s
-# eager (seeds 0 and 1); a short run spends most of its time compiling (CartPole's 150k steps
-# take ~2 s eager).
+# run.compile = "auto" compiles runs of this many steps or more with layers this wide or narrower
+# (docs/performance.md#torchcompile)
 COMPILE_MIN_STEPS = 2_000_000
-# ... and networks this wide or narrower. Same machine, steps/s eager -> compiled: the arena's
-# 128 units 78k -> 112k, Asterix's 256 units 21.0k -> 24.0k, Breakout's 512 units 11.7k -> 11.6k
-# (its matrix products dominate, which compiling does not make faster).
 COMPILE_MAX_WIDTH = 256
 
 

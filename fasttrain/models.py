@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fasttrain import cores
+from fasttrain import recurrent
 
 MODEL_KINDS = ("auto", "mlp", "cnn")
 CORES = ("none", "lstm", "gru")
@@ -130,8 +130,8 @@ class RecurrentActorCritic(ActorCritic):
         GRU)."""
         c = self.core
         if self.core_kind == "lstm":
-            return cores.lstm_step(gx, h, cell, c.weight_hh)
-        return cores.gru_step(gx, h, c.weight_hh, c.bias_hh), None
+            return recurrent.lstm_step(gx, h, cell, c.weight_hh)
+        return recurrent.gru_step(gx, h, c.weight_hh, c.bias_hh), None
 
     def _split(self, state: torch.Tensor):
         """``(h, cell)`` views of a state (cell None for a GRU)."""
@@ -164,7 +164,7 @@ class RecurrentActorCritic(ActorCritic):
         # the recurrence in float32 (under bf16 autocast too: errors would compound over steps)
         with torch.autocast(gx.device.type, enabled=False):
             gx = gx.float().reshape(steps, rows, -1)
-            hidden = cores.replay(gx, h, cell, keep, self.core.weight_hh, self.core.bias_hh)
+            hidden = recurrent.replay(gx, h, cell, keep, self.core.weight_hh, self.core.bias_hh)
         return self.actor(hidden), self.critic(hidden).squeeze(-1)
 
     def value(self, obs: torch.Tensor, state=None) -> torch.Tensor:

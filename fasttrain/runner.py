@@ -28,7 +28,8 @@ import click
 
 from fasttrain import checkpoint, dashboards, distributed, metrics
 from fasttrain import config as cfg
-from fasttrain.config import CONFIG_HEADER, Config, to_toml
+from fasttrain.config import Config
+from fasttrain.configfile import CONFIG_HEADER, to_toml
 from fasttrain.curriculum import Curriculum, Promoter
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError, reason
@@ -472,9 +473,7 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
             return _complete(trainer, out, echo, ranks)
     curriculum = None
     if config.curriculum:  # the stage's params are set before the first step
-        curriculum = Curriculum(
-            config.curriculum, trainer.env, config.game_params(), trainer.global_step
-        )
+        curriculum = Curriculum(config.curriculum, trainer.env, config.params, trainer.global_step)
         saved = state.get("curriculum") if state is not None else None
         if saved is not None:
             curriculum.load_state_dict(saved)  # a stage this curriculum lacks: one line
@@ -555,16 +554,51 @@ def settings_line(config: Config, trainer, out: Path, curriculum) -> str:
 
 def _train(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks) -> Outcome:
     """The loop: an iteration, then every part at its boundary."""
-    main = ranks.main
+    run = _parts(config, trainer, out, state, curriculum, echo, on_row, ranks)
+    first_step, stopped_by = trainer.global_step, None
+    stop = StopSignals(twice_stops_at_once=not ranks.enabled)
+    try:
+        with stop:
+            while trainer.iteration < trainer.num_iterations:
+                losses = trainer.iterate()
+                # read once: a signal arriving now waits for the next boundary; every rank
+                # stops at the same iteration (the largest signal any rank got)
+                signum = distributed.agree(stop.signum or 0, ranks, trainer.device) or None
+                last = trainer.iteration == trainer.num_iterations or signum is not None
+                due = trainer.iteration % config.log.csv_every == 0 or last
+                boundary = Boundary(trainer, losses, time.perf_counter(), last, signum, due)
+                ends = [part.after_iteration(boundary) for part in run.parts]
+                if any(ends):
+                    stopped_by = signum
+                    break
+    except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
+        echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
+        raise RunInterrupted(stop.signum or signal.SIGINT) from None
+    finally:
+        for part in run.parts:
+            part.close()
+    summary = _summary(config, trainer, out, run, first_step, stopped_by, curriculum, ranks)
+    return Outcome(summary, stopped_by, run.episodes.means)
+
+
+@dataclass
+class RunParts:
+    """The parts of a run at each iteration boundary, in order, and those the loop reads."""
+
+    parts: list
+    clock: Clock
+    episodes: metrics.Episodes
+    stopper: OnRow | None
+
+
+def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks):
+    """Every part of the run, in the order they act at a boundary (see the module docstring)."""
     clock, episodes = Clock(state), metrics.Episodes(trainer, ranks, state)
     planned = trainer.num_iterations * trainer.steps_per_iteration
-    bar = main and config.log.progress and sys.stdout.isatty()
-    stats, row = (
-        EpisodeStats(episodes, curriculum is not None),
-        MetricsRow(trainer, episodes, clock),
-    )
+    bar = ranks.main and config.log.progress and sys.stdout.isatty()
+    stats = EpisodeStats(episodes, every_iteration=curriculum is not None)
+    row = MetricsRow(trainer, episodes, clock)
     promoter = Promoter(curriculum) if curriculum is not None else None
-    console = Console(trainer, config, echo, planned, clock, episodes, bar)
     identity = checkpoint.identity(
         config, trainer.env.num_envs, trainer.env.obs_shape, world=ranks.world
     )
@@ -580,47 +614,31 @@ def _train(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
         stats,
         *([promoter] if promoter else []),
         row,
-        *_sinks(config, trainer, out, state, main),
+        *_sinks(config, trainer, out, state, ranks.main),
         *([stopper] if stopper else []),
-        console,
+        Console(trainer, config, echo, planned, clock, episodes, bar),
         saver,
         Signals(),
     ]
-    first_step, stopped_by = trainer.global_step, None
-    stop = StopSignals(twice_stops_at_once=not ranks.enabled)
-    try:
-        with stop:
-            while trainer.iteration < trainer.num_iterations:
-                losses = trainer.iterate()
-                # read once: a signal arriving now waits for the next boundary; every rank
-                # stops at the same iteration (the largest signal any rank got)
-                signum = distributed.agree(stop.signum or 0, ranks, trainer.device) or None
-                last = trainer.iteration == trainer.num_iterations or signum is not None
-                due = trainer.iteration % config.log.csv_every == 0 or last
-                boundary = Boundary(trainer, losses, time.perf_counter(), last, signum, due)
-                ends = [part.after_iteration(boundary) for part in parts]
-                if any(ends):
-                    stopped_by = signum
-                    break
-    except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
-        echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
-        raise RunInterrupted(stop.signum or signal.SIGINT) from None
-    finally:
-        for part in parts:
-            part.close()
-    elapsed = time.perf_counter() - clock.start
+    return RunParts(parts, clock, episodes, stopper)
+
+
+def _summary(config, trainer, out, run: RunParts, first_step, stopped_by, curriculum, ranks):
+    """``summary.json``: the run's steps, speed, last episode means and how it ended."""
+    elapsed = time.perf_counter() - run.clock.start
+    means = run.episodes.means
     summary = {
         "game": config.game.name,
         "algo": config.run.algo,
         "global_step": trainer.global_step,
         "wall_s": round(elapsed, 2),
         "sps": round((trainer.global_step - first_step) / elapsed, 1),
-        "episodic_return": json_safe(episodes.means["return"]),
-        "episodic_length": json_safe(episodes.means["length"]),
-        "score": json_safe(episodes.means["score"]),
+        "episodic_return": json_safe(means["return"]),
+        "episodic_length": json_safe(means["length"]),
+        "score": json_safe(means["score"]),
         "precision": trainer.precision,
         "interrupted": stopped_by is not None,
-        "stopped_early": bool(stopper and stopper.stopped_early),
+        "stopped_early": bool(run.stopper and run.stopper.stopped_early),
         "run_dir": str(out),
     }
     if curriculum is not None:
@@ -629,7 +647,7 @@ def _train(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
     if ranks.enabled:  # the ranks, and rank 0's seconds in the gradient all-reduce
         summary["world_size"] = ranks.world
         summary["allreduce_s"] = round(trainer.ctx.comm_s, 3)
-    return Outcome(summary, stopped_by, episodes.means)
+    return summary
 
 
 def _sinks(config: Config, trainer, out: Path, state, main: bool) -> list:

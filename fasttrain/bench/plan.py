@@ -132,25 +132,11 @@ def parse_num_envs(ctx, param, value):
     return sorted(set(sizes))
 
 
-def make_plan(
-    game_names,
-    device,
-    num_envs,
-    backend_names,
-    quick,
-    json_path,
-    plot_path,
-    threads,
-    repeats,
-    seconds,
-    train_iterations,
-    train_num_envs,
-    seed,
-    targets=True,
-    targets_only=False,
-    cores=(),
-) -> Plan:
-    """The ``Plan`` of the CLI options; raises a one-line click error for a bad one."""
+def check_options(
+    game_names, device, json_path, plot_path, threads, targets, targets_only, cores
+) -> Device:
+    """Every option checked before anything is measured: one click error line for a bad one;
+    returns the device."""
     import numba
 
     from fasttrain import games as registry
@@ -192,6 +178,37 @@ def make_plan(
         raise click.BadParameter(
             f"at most {max_threads} (NUMBA_NUM_THREADS) here, got {threads}", param_hint="--threads"
         )
+    return resolved
+
+
+def make_plan(
+    game_names,
+    device,
+    num_envs,
+    backend_names,
+    quick,
+    json_path,
+    plot_path,
+    threads,
+    repeats,
+    seconds,
+    train_iterations,
+    train_num_envs,
+    seed,
+    targets=True,
+    targets_only=False,
+    cores=(),
+) -> Plan:
+    """The ``Plan`` of the CLI options; raises a one-line click error for a bad one."""
+    import numba
+
+    from fasttrain import games as registry
+
+    resolved = check_options(
+        game_names, device, json_path, plot_path, threads, targets, targets_only, cores
+    )
+    valid = registry.names()
+    max_threads = numba.config.NUMBA_NUM_THREADS
     backends = ["python", "cpu"] + (["cuda"] if resolved.backend == "cuda" else [])
     if backend_names:
         if "cuda" in backend_names and resolved.backend != "cuda":

@@ -475,14 +475,20 @@ def train_rows(
     except ConfigError as exc:  # e.g. a default config whose rollout does not fit the core
         results.skip(what, f"the config does not validate: {exc}")
         return
-    except Exception as exc:  # a broken trainer should not lose the other figures
-        results.skip(what, f"benchmark_training failed: {exc!r}")
-        return
+    # any other error is a broken trainer: the bench fails with its cause, never a skip note
+    train = training_row(plan, game, device, algo, core, name, num_envs, runs)
+    results.rows.append(train)
+    ceiling = ceiling_row(game, device, train, runs, name)
+    if ceiling is not None:
+        results.rows.append(ceiling)
+
+
+def training_row(plan: Plan, game, device, algo, core, name, num_envs, runs) -> dict:
+    """The ``train`` row of ``runs`` (benchmark_training results): median SPS, the time split."""
     split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
     trained = runs[0].get("core", core)  # the model.core trained (a preset may set one)
     label = algo if trained == "none" else f"{algo}+{trained}"
-    ids = dict(algo=algo, core=trained, settings=name or "default")
-    train = make_row(
+    return make_row(
         game,
         "train",
         device,
@@ -495,23 +501,31 @@ def train_rows(
             gpu_memory_note(runs[0].get("gpu_mem_bytes")),
             f"; {name}" if name else "",
         ),
-        **ids,
+        algo=algo,
+        core=trained,
+        settings=name or "default",
         batch_size=runs[0].get("batch_size"),
         gpu_mem_bytes=runs[0].get("gpu_mem_bytes"),
         iterations=plan.train_iterations,
         **split,
     )
-    results.rows.append(train)
+
+
+def ceiling_row(game, device, train: dict, runs, name) -> dict | None:
+    """The ``ceiling`` row: the learner alone, and the share of it training reached (None for
+    a learner without a ceiling)."""
     ceilings = [r["ceiling_sps"] for r in runs]
     if not all(math.isfinite(c) for c in ceilings):  # NaN: a learner without a ceiling
-        return
+        return None
+    ids = {k: train[k] for k in ("algo", "core", "settings")}
+    label = ids["algo"] if ids["core"] == "none" else f"{ids['algo']}+{ids['core']}"
     ceiling = make_row(game, "ceiling", device, train["num_envs"], ceilings, **ids)
     fraction = train["sps_median"] / ceiling["sps_median"]
     ceiling["fraction_reached"] = fraction
     ceiling["note"] = f"{label}: learner only; training reaches {fraction:.0%}" + (
         f"; {name}" if name else ""
     )
-    results.rows.append(ceiling)
+    return ceiling
 
 
 def peer_stage(plan: Plan, results: Results) -> None:
@@ -572,7 +586,7 @@ def targets_stage(plan: Plan, results: Results) -> None:
         except Exception as exc:  # a broken run should not lose the other figures
             results.skip(f"targets {game}", f"the run failed: {exc!r}")
             continue
-        learner = config.learner()
+        learner = config.learner
         note = (
             f"default config: {learner.num_envs} envs, {device}; "
             f"at most {budget:g} s or {learner.total_timesteps:,} steps"

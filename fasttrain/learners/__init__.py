@@ -86,7 +86,7 @@ register(
         smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
         choices={"optimizer": OPTIMIZERS},
         short_names=ppo.SHORT_NAMES,
-        auto_compile=True,
+        auto_compile=ppo.AUTO_COMPILE,
     )
 )
 register(
@@ -100,6 +100,7 @@ register(
         bench={"learning_starts": 0},  # the timed iterations include updates
         choices={"loss": dqn.LOSSES, "optimizer": OPTIMIZERS},
         short_names=dqn.SHORT_NAMES,
+        auto_compile=dqn.AUTO_COMPILE,
         networks=("model", "target_model"),
         smoke={
             "num_envs": 8,

@@ -17,15 +17,8 @@ from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
 from fasttrain.vecenv import VecEnv, make
 
-# Below this many multiply-adds per rollout step (environment rows x network weights), one torch
-# thread and one Numba thread train fastest: each operation is too small to split, and two thread
-# pools on few cores wait on each other. Measured on a 2-core Intel Xeon, one thread of each
-# against two: CartPole's default PPO (64 rows x 4.5k weights) reached return 475 in 1.6-1.8 s
-# against 3.2-3.9 s (medians of 3 seeds, two sittings), CartPole DQN (16 x 4.5k) ran 47k steps/s
-# against 37k; but Snake DQN (64 x 90k) ran 7.3k against 9.6k and Snake PPO (512 x 90k) 38k
-# against 63k, so they keep a thread per core. PufferLib's CartPole settings (1024 rows x 896
-# weights, 0.92M) ran at 670k steps/s on one thread of each and 1.04M on two (Xeon with AMX,
-# compiled, bf16 update), so the line sits at 500k, between 0.29M and 0.92M.
+# Below this many multiply-adds per rollout step (rows x weights) one torch and one Numba thread
+# train fastest: the operations are too small to split (measurements: docs/performance.md#threads)
 SMALL_STEP_WORK = 500_000
 
 
@@ -183,10 +176,9 @@ def _allow_a_compile_per_trainer() -> None:
 
 def _fast_cpu_tanh() -> None:
     """Inductor's CPU code for tanh as ``2 / (1 + exp(-2x)) - 1`` (its own option) unless the
-    user set ``TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH``. Since torch 2.7 it calls Sleef's tanh
-    instead, exact to the last bit but ~4x slower than eager tanh here: PufferLib's CartPole
-    settings (a tanh layer of 128) ran at ~970k steps/s against ~810k (2-core Xeon with AMX).
-    The difference to tanh is ~1e-7, which matters to an activation no more than rounding."""
+    user set ``TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH``: Sleef's exact tanh, its default since
+    torch 2.7, is ~4x slower, and ~1e-7 matters to an activation no more than rounding
+    (docs/performance.md#torchcompile)."""
     if "TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH" in os.environ:
         return
     import torch._inductor.config as inductor_config
@@ -431,7 +423,7 @@ def start_run(config, num_envs: int) -> RunContext:
             backend=device.backend,
             seed=seed,
             action_repeat=run.action_repeat,
-            **vars(config.game_params()),
+            **vars(config.params),
         )
     except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, named in one line
         raise ConfigError(str(exc).splitlines()[0]) from None
@@ -495,16 +487,14 @@ class TrainerBase:
         text = text if self.world == 1 else f"{text} per rank x {self.world} ranks"
         return text + self.compile_note()
 
-    def compile_mode_for(self, recurrent: bool = False) -> str:
+    def compile_mode_for(self, auto_compile: bool, recurrent: bool = False) -> str:
         """``run.compile`` resolved for this run (``fasttrain.device.resolve_compile``), with
-        what the learner's registration says of compiling it (``Learner.auto_compile``)."""
-        from fasttrain.learners import LEARNERS  # the registry imports every learner module
-
+        what the learner says of compiling it (its ``Learner.auto_compile``)."""
         return resolve_compile(
             self.config.run.compile,
             self.ctx.device,
             self.args.total_timesteps,
-            LEARNERS[self.config.run.algo].auto_compile,
+            auto_compile,
             recurrent,
             self.config.model.hidden,
         )

@@ -32,6 +32,8 @@ from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- CONFIG
 
+# run.compile = "auto" compiles PPO where it pays (docs/performance.md#torchcompile)
+AUTO_COMPILE = True
 # the console line's names of PPO's loss columns
 SHORT_NAMES = {
     "losses/policy_loss": "pg",
@@ -165,7 +167,7 @@ class Trainer(TrainerBase):
     """Holds the environment, network, optimizer and rollout storage of one PPO run."""
 
     def __init__(self, config, warn=print):
-        self.args = args = config.learner("ppo")
+        self.args = args = config.learner
         super().__init__(config, args.num_envs)
         env = self.env
         with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
@@ -184,9 +186,19 @@ class Trainer(TrainerBase):
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
 
-        # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
-        T, N, dev = args.num_steps, self.rows, self.device
         self.recurrent = self.policy.is_recurrent
+        self.allocate_storage()
+        warn = warn_once(warn)  # one compile warning covers the rollout and the update
+        self.compile_mode = self.compile_mode_for(AUTO_COMPILE, recurrent=self.recurrent)
+        self.act_policy = CompiledStep(self.policy, self.compile_mode, warn, "the network")
+        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
+        self.bind_kernels()
+
+    def allocate_storage(self) -> None:
+        """Time-major rollout storage, allocated once (its size checked first); the env writes
+        ``obs[t + 1]`` and ``final_obs[t]`` of step t straight into it."""
+        args, env = self.args, self.env
+        T, N, dev = args.num_steps, self.rows, self.device
         state_size = self.policy.state_size if self.recurrent else 0
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
         rollout_bytes = (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
@@ -221,13 +233,15 @@ class Trainer(TrainerBase):
             if self.chunk is not None:
                 self.chunk //= self.horizon
         self.obs[0].copy_(env.obs)
-        # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
-        self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
-        warn = warn_once(warn)  # one compile warning covers the rollout and the update
-        self.compile_mode = self.compile_mode_for(recurrent=self.recurrent)
-        self.act_policy = CompiledStep(self.policy, self.compile_mode, warn, "the network")
-        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
-        # the advantage kernel's arguments are converted once; CPU tensors as NumPy views
+
+    def bind_kernels(self) -> None:
+        """The env's outputs and the advantage kernel's arguments, bound once: each step's
+        ``obs[t + 1]`` / ``final_obs[t]`` pair, and the GAE buffers (CPU tensors as NumPy
+        views)."""
+        args = self.args
+        self.step_outputs = [
+            self.env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(args.num_steps)
+        ]
         gae_args = (
             self.rewards,
             self.values,
@@ -333,12 +347,11 @@ class Trainer(TrainerBase):
         logits, values = self.policy.unroll(self.b_obs[mb], initial, self.b_starts[mb])
         return logits.reshape(-1, logits.shape[-1]), values.reshape(-1)
 
-    def loss(self, mb, norm=None, share: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO loss of minibatch ``mb`` and its stats ``[pg, v, entropy, approx_kl, clipfrac]``.
-
-        For one chunk of a larger minibatch: ``norm`` is the whole minibatch's advantage
-        ``(mean, std)`` and ``share`` the chunk's fraction of its samples, so the chunks' losses
-        and stats add up to the whole minibatch's (every term is a mean over samples)."""
+    def loss(self, mb, advantages=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """PPO loss of minibatch ``mb`` (every term a mean over its samples) and its stats
+        ``[pg, v, entropy, approx_kl, clipfrac]``. ``advantages``: the samples' advantages,
+        already normalised (a chunk of a larger minibatch, normalised over the whole of it);
+        None: read and normalised here."""
         args = self.args
         with self.ctx.autocast():
             logits, new_values = self.evaluate_actions(mb)
@@ -346,13 +359,10 @@ class Trainer(TrainerBase):
         mb = mb.reshape(-1)
         log_probs = F.log_softmax(logits, dim=1)
         new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
-        entropy = -(log_probs.exp() * log_probs).sum(1).mean() * share
+        entropy = -(log_probs.exp() * log_probs).sum(1).mean()
         log_ratio = new_logprob - self.b_logprobs[mb]
         ratio = log_ratio.exp()
-        mb_adv = self.b_advantages[mb]
-        if args.norm_adv:
-            mean, std = (mb_adv.mean(), mb_adv.std()) if norm is None else norm
-            mb_adv = (mb_adv - mean) / (std + 1e-8)
+        mb_adv = self.normalised(self.b_advantages[mb]) if advantages is None else advantages
         pg_loss = torch.max(
             -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
         ).mean()
@@ -364,37 +374,43 @@ class Trainer(TrainerBase):
             )
         else:
             v_loss = 0.5 * ((new_values - b_returns) ** 2).mean()
-        pg_loss, v_loss = pg_loss * share, v_loss * share
         loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
         with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean() * share
-            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean() * share
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
         return loss, stats
+
+    def normalised(self, advantages: torch.Tensor) -> torch.Tensor:
+        """A minibatch's advantages, normalised to mean 0 and std 1 where ``ppo.norm_adv``."""
+        if not self.args.norm_adv:
+            return advantages
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
     def _train_step(self, mb: torch.Tensor) -> torch.Tensor:
         """One optimizer step on minibatch ``mb`` (loss, backward, clipping, the step; skipped
         when not finite); returns the loss stats. ``run.compile`` compiles it whole.
 
         With ``ppo.max_minibatch_size`` smaller than the minibatch, the minibatch is processed
-        in chunks whose gradients accumulate before the one step."""
+        in ``k`` equal chunks (along its last index dimension: transitions, or whole sequences)
+        whose gradients accumulate before the one step: each chunk's mean loss over k adds up to
+        the whole minibatch's, its advantages normalised over the whole minibatch."""
         if self.chunk is None:
             loss, stats = self.loss(mb)
             losses = loss
         else:
-            norm = None
-            if self.args.norm_adv:  # the whole minibatch's statistics, as without chunks
-                adv = self.b_advantages[mb.reshape(-1)]
-                norm = (adv.mean(), adv.std())
-            parts = mb.split(self.chunk, dim=-1)
+            advantages = self.normalised(self.b_advantages[mb])  # shaped like mb
+            chunks = (mb.split(self.chunk, -1), advantages.split(self.chunk, -1))
+            parts = list(zip(*chunks, strict=True))
+            k = len(parts)
             stats = torch.zeros(5, device=self.device)
 
             def chunk_losses():
                 nonlocal stats
-                for part in parts:
-                    loss, part_stats = self.loss(part, norm, part.shape[-1] / mb.shape[-1])
-                    stats = stats + part_stats
-                    yield loss
+                for part, part_advantages in parts:
+                    loss, part_stats = self.loss(part, part_advantages.reshape(-1))
+                    stats = stats + part_stats / k
+                    yield loss / k
 
             losses = chunk_losses()
         self.ctx.optimizer_step(

@@ -238,7 +238,7 @@ def small_config(**settings) -> cfg.Config:
 
 def model_state(config: cfg.Config) -> dict:
     spec = games.get(config.game.name)
-    params = config.game_params()
+    params = config.params
     obs_shape, num_actions = spec.obs_shape(params), spec.actions(params)
     return make_policy(obs_shape, spec.obs_dtype, num_actions, config.model).state_dict()
 
