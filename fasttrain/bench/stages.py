@@ -444,7 +444,7 @@ def train_rows(
     ``"none"``), or a skip note. Rows with a core are labelled ``ppo+lstm``. ``settings``:
     ``(name, config sections)`` of an extra row at other settings than the default config
     (``--train-num-envs`` does not apply to it), named in its note and as ``settings``."""
-    from fasttrain.errors import ConfigError
+    from fasttrain.errors import ConfigError, RunError
 
     device = plan.device.type
     label = algo if core == "none" else f"{algo}+{core}"
@@ -475,7 +475,9 @@ def train_rows(
     except ConfigError as exc:  # e.g. a default config whose rollout does not fit the core
         results.skip(what, f"the config does not validate: {exc}")
         return
-    # any other error is a broken trainer: the bench fails with its cause, never a skip note
+    except Exception as exc:  # a broken trainer fails the bench with its cause, never a skip
+        first = (str(exc).splitlines() or [""])[0][:300]
+        raise RunError(f"{what} failed: {type(exc).__name__}: {first}") from None
     train = training_row(plan, game, device, algo, core, name, num_envs, runs)
     results.rows.append(train)
     ceiling = ceiling_row(game, device, train, runs, name)

@@ -317,13 +317,16 @@ def best_return(out) -> float:
     return max(float(r["charts/episodic_return"] or "nan") for r in rows)
 
 
+BLIND_BUDGET = 1_200_000  # steps: a run stops as soon as it reaches 475
+
+
 def blind_cartpole(model_core: str) -> cfg.Config:
     """CartPole with the velocities hidden, 800k steps."""
     return cfg.from_dict(
         {
             "game": {
                 "name": "cartpole",
-                "cartpole": {"observe_velocity": False, "ppo": {"total_timesteps": 800_000}},
+                "cartpole": {"observe_velocity": False, "ppo": {"total_timesteps": BLIND_BUDGET}},
             },
             "model": {"core": model_core},
             "log": {"progress": False, "curves": False},
@@ -343,9 +346,10 @@ def feed_forward_best(tmp_path_factory) -> float:
 @pytest.mark.parametrize("core", CORES)
 def test_memory_learns_cartpole_without_velocities(tmp_path, core, feed_forward_best):
     """CartPole with the velocities hidden (``observe_velocity = false``): a recurrent policy
-    reaches a mean return of 475 within 800k steps (LSTM ~30 s here), while the feed-forward
-    policy with the same budget and settings stays far below (it cannot tell which way the
-    pole moves)."""
+    reaches a mean return of 475 within BLIND_BUDGET steps (LSTM ~30 s here; the GRU reached it
+    after 729k steps on the AMD EPYC, so the budget leaves it 65% headroom), while the
+    feed-forward policy with the same budget and settings stays far below (it cannot tell which
+    way the pole moves)."""
 
     def reached(row) -> bool:  # the goal is met: the rest of the budget would not change that
         return float(row["charts/episodic_return"]) >= 475.0
