@@ -422,12 +422,14 @@ def minatar_stage(plan: Plan, results: Results, game: str) -> None:
 def training_stage(plan: Plan, results: Results, game: str) -> None:
     """End-to-end training and the learner-only ceiling of ``game``, per registered learner,
     then PPO with each recurrent core of ``plan.cores``."""
-    from fasttrain.learners import LEARNERS
-
-    for algo in LEARNERS:
+    if game not in plan.train_games:
+        return
+    for algo in plan.learners:
         train_rows(plan, results, game, algo)
     for core in plan.cores:
         train_rows(plan, results, game, "ppo", core)
+    if plan.quick:
+        return  # the rows at other settings (PufferLib's) take minutes
     for name, algo, settings in EXTRA_TRAIN_ROWS.get(game, ()):
         train_rows(plan, results, game, algo, settings=(name, settings))
 
@@ -653,7 +655,10 @@ def run_stages(plan: Plan) -> Results:
     previous_cache = os.environ.get("FASTTRAIN_CACHE_DIR")
     try:
         if not plan.targets_only:
-            compile_stage(plan, results, cache)
+            if plan.compile_times:
+                compile_stage(plan, results, cache)
+            else:
+                results.skip("compile", "cold and warm compile times: left out with --quick")
             # this process reuses the cache just filled, so no compile lands inside a timing
             os.environ["FASTTRAIN_CACHE_DIR"] = cache
             for game in plan.games:
