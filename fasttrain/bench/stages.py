@@ -103,15 +103,21 @@ PUFFER_CARTPOLE = {
     },
     "model": {"hidden": 128, "layers": 1},
 }
+PUFFER_NAME = (
+    "PufferLib 3.0's CartPole settings: 1024 envs, batch 65,536, minibatch 8,192, 1 epoch, "
+    "one layer of 128"
+)
+OVERLAP = {"ppo": {"overlap": True}}  # the next rollout collected while the update runs
 EXTRA_TRAIN_ROWS = {
     "cartpole": [
+        (PUFFER_NAME, "ppo", PUFFER_CARTPOLE),
         (
-            "PufferLib 3.0's CartPole settings: 1024 envs, batch 65,536, minibatch 8,192, "
-            "1 epoch, one layer of 128",
+            f"{PUFFER_NAME}, ppo.overlap",
             "ppo",
-            PUFFER_CARTPOLE,
-        )
-    ]
+            {**PUFFER_CARTPOLE, "ppo": {**PUFFER_CARTPOLE["ppo"], "overlap": True}},
+        ),
+    ],
+    "snake": [("ppo.overlap", "ppo", OVERLAP)],
 }
 
 

@@ -637,12 +637,13 @@ def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(
     trains = [
         (r["algo"], r["core"], r["settings"]) for r in data["results"] if r["kind"] == "train"
     ]
-    puffer = stages.EXTRA_TRAIN_ROWS["cartpole"][0][0]
+    puffer, overlapped = (row[0] for row in stages.EXTRA_TRAIN_ROWS["cartpole"])
     assert trains == [
         ("ppo", "none", "default"),
         ("dqn", "none", "default"),
         ("ppo", "lstm", "default"),
         ("ppo", "none", puffer),
+        ("ppo", "none", overlapped),
     ]
 
 
@@ -678,10 +679,12 @@ def test_cartpole_has_a_row_at_pufferlibs_settings(monkeypatch):
     stages.training_stage(dataclasses.replace(plan, quick=True), quick, "cartpole")
     assert {r["settings"] for r in quick.rows} == {"default"}
     trains = {r["settings"]: r for r in results.rows if r["kind"] == "train" and r["algo"] == "ppo"}
-    assert set(trains) == {"default", stages.EXTRA_TRAIN_ROWS["cartpole"][0][0]}
-    puffer = trains.pop(stages.EXTRA_TRAIN_ROWS["cartpole"][0][0])
-    assert (puffer["num_envs"], puffer["batch_size"]) == (1024, 65_536)
-    assert "PufferLib" in puffer["note"] and "(num_envs set)" not in puffer["note"]
+    names = [row[0] for row in stages.EXTRA_TRAIN_ROWS["cartpole"]]  # synchronous, overlapped
+    assert set(trains) == {"default", *names}
+    for name in names:
+        puffer = trains.pop(name)
+        assert (puffer["num_envs"], puffer["batch_size"]) == (1024, 65_536)
+        assert "PufferLib" in puffer["note"] and "(num_envs set)" not in puffer["note"]
     assert trains["default"]["num_envs"] == 8 and "(num_envs set)" in trains["default"]["note"]
     ceilings = [r for r in results.rows if r["kind"] == "ceiling" and "PufferLib" in r["note"]]
-    assert len(ceilings) == 1 and ceilings[0]["num_envs"] == 1024
+    assert len(ceilings) == 2 and all(c["num_envs"] == 1024 for c in ceilings)

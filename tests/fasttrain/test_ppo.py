@@ -110,7 +110,7 @@ def test_training_changes_the_policy_and_logs_finite_losses(tmp_path):
         not torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters(), strict=True)
     )
     # the env wrote the rollout straight into storage: every slot holds a snake board
-    assert (trainer.obs[:, :, 1].sum(dim=(2, 3)) == 1).all()  # exactly one head per board
+    assert (trainer.storage.obs[:, :, 1].sum(dim=(2, 3)) == 1).all()  # exactly one head per board
 
 
 def test_truncated_steps_bootstrap_from_final_obs_value():
@@ -118,13 +118,13 @@ def test_truncated_steps_bootstrap_from_final_obs_value():
     trainer = Trainer(config, warn=lambda *_: None)
     trainer.rollout()
     trainer.compute_advantages()
-    rows = trainer.truncated.nonzero(as_tuple=True)
+    rows = trainer.storage.truncated.nonzero(as_tuple=True)
     assert rows[0].numel() > 0
     with torch.inference_mode():
-        want = trainer.policy.value(trainer.final_obs[rows])
-    assert torch.allclose(trainer.final_values[rows], want)
+        want = trainer.policy.value(trainer.storage.final_obs[rows])
+    assert torch.allclose(trainer.storage.final_values[rows], want)
     # the final observation is the board before the reset, not the new episode's first board
-    assert not torch.equal(trainer.final_obs[rows], trainer.obs[1:][rows])
+    assert not torch.equal(trainer.storage.final_obs[rows], trainer.storage.obs[1:][rows])
 
 
 def test_cli_run_writes_the_run_directory(tmp_path):
