@@ -34,14 +34,14 @@ else:  # pragma: no cover
 from fasttrain import games
 from fasttrain.curriculum import PROMOTE_METRICS, Stage, stage_params
 from fasttrain.dashboards import WANDB_MODES
-from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES
+from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES, device_type
 from fasttrain.distributed import BACKENDS as DIST_BACKENDS
 from fasttrain.errors import ConfigError, reason
 from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
 from fasttrain.learners.common import check_memory
 from fasttrain.models import CORES, MODEL_KINDS, training_nbytes
-from fasttrain.presets import GAME_DEFAULTS, preset
+from fasttrain.presets import GAME_DEFAULTS, preset, preset_source
 from fasttrain.rundir import file_kind
 
 __all__ = [
@@ -229,6 +229,9 @@ class Layers:
     """
 
     items: tuple = ()
+    device: str = "cpu"
+    """the device type the run will have (``fasttrain.device.device_type``): a GPU preset
+    applies on cuda"""
 
     def __iter__(self):
         return iter(self.items)
@@ -242,7 +245,9 @@ class Layers:
             values.update(table)
             sources.update(dict.fromkeys(table, label))
 
-        apply(preset(game, section), f"{game} preset")
+        presets = preset(game, section, self.device)
+        values.update(presets)
+        sources.update({k: preset_source(game, section, k, self.device) for k in presets})
         for layer in self.items:
             apply(layer.sections.get(section, {}), layer.label)
             specific = layer.games.get(game, {}).get(section, {})
@@ -260,8 +265,8 @@ class Layers:
     def params_sources(self, game: str) -> tuple[dict, dict]:
         """The params set for ``game`` (its preset, then each layer's [game.<name>]) and where
         each came from."""
-        values = dict(preset(game, "params"))
-        sources = dict.fromkeys(values, f"{game} preset")
+        values = dict(preset(game, "params", self.device))
+        sources = {k: preset_source(game, "params", k, self.device) for k in values}
         for layer in self.items:
             table = layer.games.get(game, {}).get("params", {})
             values.update(table)
@@ -382,7 +387,9 @@ def build(layers) -> Config:
             for layer in layers
         )
     )
-    run, game, log = layers.section("run"), layers.section("game"), layers.section("log")
+    run = layers.section("run")
+    layers = dataclasses.replace(layers, device=device_type(run.device))
+    game, log = layers.section("game"), layers.section("log")
     if game.name not in games.names():
         raise ConfigError(f"unknown game {game.name!r}; valid: {', '.join(games.names())}")
     for layer in layers:

@@ -54,6 +54,17 @@ def resolve_device(name: str) -> Device:
     return Device(torch.device(name), name)
 
 
+def device_type(name: str) -> str:
+    """The device type ``run.device`` will resolve to, without failing: ``cuda`` for cuda (the
+    run itself says what is missing), and for ``auto`` where a GPU serves kernels and torch;
+    else ``cpu``. Presets are chosen by it."""
+    if name == "cuda":
+        return "cuda"
+    if name == "auto" and torch.cuda.is_available() and cuda_available():
+        return "cuda"
+    return "cpu"
+
+
 def cpu_flags() -> set[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
     try:

@@ -120,7 +120,23 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
 }
 
 
-def preset(game: str, learner: str) -> dict:
+# Presets for a run on a GPU, laid over the game's own where the run's device is cuda (more
+# environments and a larger batch pay there). None is set yet: each needs a GPU to measure its
+# time to score on (python -m fasttrain.bench.scale, .ci/gpu), and no GPU was at hand.
+GPU_DEFAULTS: dict[str, dict[str, dict]] = {}
+
+
+def preset(game: str, learner: str, device: str = "cpu") -> dict:
     """The tuned settings of ``learner`` (or ``"model"``, or ``"params"``: the game's own
-    parameters) on ``game``; empty when there are none."""
-    return GAME_DEFAULTS.get(game, {}).get(learner, {})
+    parameters) on ``game``, with the GPU preset over them on ``device`` cuda; empty when
+    there are none."""
+    values = GAME_DEFAULTS.get(game, {}).get(learner, {})
+    if device == "cuda":
+        values = {**values, **GPU_DEFAULTS.get(game, {}).get(learner, {})}
+    return values
+
+
+def preset_source(game: str, learner: str, key: str, device: str = "cpu") -> str:
+    """``"snake preset"``, or ``"snake gpu preset"`` for a value the GPU preset sets."""
+    gpu = device == "cuda" and key in GPU_DEFAULTS.get(game, {}).get(learner, {})
+    return f"{game} gpu preset" if gpu else f"{game} preset"

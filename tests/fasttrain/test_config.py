@@ -289,3 +289,24 @@ def test_the_resolved_config_is_frozen_and_says_where_each_value_came_from(tmp_p
     # what the user typed is listed even where it equals the default
     assert "ppo.clip_coef=0.2 (--set)" in cfg.load(sets=["ppo.clip_coef=0.2"]).overrides()
     assert not any(line.startswith("ppo.clip_coef") for line in cfg.load().overrides())
+
+
+def test_a_gpu_preset_applies_only_where_the_run_is_on_a_gpu(monkeypatch):
+    from fasttrain import presets
+
+    monkeypatch.setitem(presets.GPU_DEFAULTS, "snake", {"ppo": {"num_envs": 4096}})
+    cpu_envs = cfg.GAME_DEFAULTS["snake"]["ppo"]["num_envs"]
+    cpu = cfg.load(sets=["run.device=cpu"])
+    assert cpu.learner.num_envs == cpu_envs and cpu.sources["ppo.num_envs"] == "snake preset"
+    gpu = cfg.load(sets=["run.device=cuda"])
+    assert gpu.learner.num_envs == 4096 and gpu.sources["ppo.num_envs"] == "snake gpu preset"
+    assert "ppo.num_envs=4096 (snake gpu preset)" in gpu.overrides()  # on the settings line
+    # the rest of the game's preset stays under it
+    assert gpu.learner.learning_rate == cfg.GAME_DEFAULTS["snake"]["ppo"]["learning_rate"]
+    # auto follows the machine: here a GPU is pretended, then none
+    monkeypatch.setattr(cfg, "device_type", lambda name: "cuda")
+    assert cfg.load().learner.num_envs == 4096
+    monkeypatch.setattr(cfg, "device_type", lambda name: "cpu")
+    assert cfg.load().learner.num_envs == cpu_envs
+    # what the user sets beats the GPU preset
+    assert cfg.load(sets=["run.device=cuda", "ppo.num_envs=64"]).learner.num_envs == 64
