@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -196,19 +197,23 @@ def _quiet_compile_notes() -> None:
 
 class CompiledStep:
     """A network's forward pass or a whole training step under ``torch.compile`` (``mode``
-    ``off`` runs it as it is).
+    ``off`` runs it as it is). ``fn`` takes ``owner`` (the trainer, or the network) as its first
+    argument: ``step(*args)`` calls ``fn(owner, *args)``, and a compile can run on a copy of the
+    owner (``precompile``) while the owner trains eagerly.
 
-    Compilation happens at the first call, inside the run's first iteration; where it fails (no
-    C++ compiler for the CPU, an unsupported torch) it warns and runs eagerly from then on. Only
-    the first call is guarded: it fails while compiling, before a step changes any weight.
+    Compilation happens at the first compiled call; where it fails (no C++ compiler for the CPU,
+    an unsupported torch) it warns and runs eagerly from then on. Only the first call is
+    guarded: it fails while compiling, before a step changes any weight. ``defer()`` makes the
+    calls eager until ``switch()``.
     """
 
-    def __init__(self, fn, mode: str, warn=print, what: str = "the update step"):
-        self.eager = fn
+    def __init__(self, fn, owner, mode: str, warn=print, what: str = "the update step"):
+        self.eager, self.owner = fn, owner
         self.what = what
         self.mode = mode
         self.warn = warn
         self.first = mode != "off"
+        self.deferred = False
         self.fn = fn
         if self.first:
             _quiet_compile_notes()
@@ -225,21 +230,96 @@ class CompiledStep:
             f"warning: torch.compile({self.mode}) of {self.what} failed, running "
             f"eagerly: {type(exc).__name__}: {reason}"
         )
-        self.fn, self.first = self.eager, False
+        self.fn, self.first, self.deferred = self.eager, False, False
 
     @property
     def compiled(self) -> bool:
         return self.fn is not self.eager
 
+    def defer(self) -> None:
+        """Run eagerly until ``switch()``."""
+        self.deferred = self.compiled
+
+    def precompile(self, owner, *args) -> None:
+        """Compile by calling the compiled function on ``owner`` (a copy of the real one) and
+        ``args``; raises what compiling raised."""
+        self.fn(owner, *args)
+
+    def switch(self, failure: Exception | None = None) -> None:
+        """The compiled function from the next call on (eager, with a warning, where the
+        compile failed with ``failure``)."""
+        self.deferred = False
+        if failure is not None and self.compiled:
+            self._fall_back(failure)
+
     def __call__(self, *args):
-        if not self.first:
-            return self.fn(*args)
+        if self.deferred or not self.first:
+            fn = self.eager if self.deferred else self.fn
+            return fn(self.owner, *args)
         self.first = False
         try:
-            return self.fn(*args)
+            return self.fn(self.owner, *args)
         except Exception as exc:  # compilation needs a toolchain; never fatal
             self._fall_back(exc)
-            return self.fn(*args)
+            return self.fn(self.owner, *args)
+
+
+def call_module(module, *args):
+    """``module(*args)``, as a function of the module (what a ``CompiledStep`` compiles)."""
+    return module(*args)
+
+
+# A run that compiles trains eagerly for its first twentieth while its steps compile in a
+# background thread on copies of them, then switches; a fixed iteration, so results never depend
+# on how long compiling takes (a cold compile of Snake's step took ~20 s on 2 cores).
+DEFER_SHARE = 20
+
+
+class DeferredCompile:
+    """The background compile of a trainer's ``CompiledStep``s: ``start(work)`` runs ``work``
+    (calls of ``precompile`` on copies) in a thread; ``at(iteration)`` switches every step to its
+    compiled function at iteration ``switch_at``, waiting there for the thread if it is not
+    done."""
+
+    def __init__(self, steps: list, switch_at: int, say=print):
+        self.steps, self.switch_at, self.say = steps, switch_at, say
+        self.thread, self.failure = None, None
+        self.started = self.compiled_s = None
+        self.waited_s = 0.0  # seconds the run waited for the compile at the switch
+
+    def start(self, work) -> None:
+        for step in self.steps:
+            step.defer()
+
+        def run():
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001 - reported at the switch, run goes on eager
+                self.failure = exc
+            self.compiled_s = time.perf_counter() - self.started
+
+        self.started = time.perf_counter()
+        self.thread = threading.Thread(target=run, name="fasttrain-compile", daemon=True)
+        self.thread.start()
+
+    def at(self, iteration: int) -> None:
+        if self.thread is None or iteration < self.switch_at:
+            return
+        start = time.perf_counter()
+        self.thread.join()
+        self.waited_s = time.perf_counter() - start
+        self.thread = None
+        for step in self.steps:
+            step.switch(self.failure)
+        if self.failure is None:
+            self.say(
+                f"torch.compile: compiled steps from iteration {iteration:,} on (compiled in "
+                f"{self.compiled_s:.1f} s in the background, {self.waited_s:.1f} s waited)"
+            )
+
+    def finish(self) -> None:
+        """Switch now, whatever the iteration (``fasttrain bench`` times compiled steps)."""
+        self.at(max(self.switch_at, 0))
 
 
 @dataclass

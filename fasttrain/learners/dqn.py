@@ -24,6 +24,7 @@ from fasttrain.errors import ConfigError
 from fasttrain.learners.common import (
     CompiledStep,
     TrainerBase,
+    call_module,
     check_memory,
     check_optimizer,
     make_optimizer,
@@ -392,8 +393,10 @@ class Trainer(TrainerBase):
         self.step_outputs = [None] * self.buffer.num_slots
         warn = warn_once(warn)  # one compile warning covers acting and the update
         self.compile_mode = self.compile_mode_for(AUTO_COMPILE)
-        self.act_network = CompiledStep(self.q_network, self.compile_mode, warn, "the network")
-        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
+        self.act_network = CompiledStep(
+            call_module, self.q_network, self.compile_mode, warn, "the network"
+        )
+        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
 
     def describe(self) -> str:
         args = self.args

@@ -13,6 +13,8 @@ own random streams and the swap happens at a fixed point, so results never depen
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import threading
 import time
@@ -25,8 +27,11 @@ from fasttrain import distributed
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
 from fasttrain.learners.common import (
+    DEFER_SHARE,
     CompiledStep,
+    DeferredCompile,
     TrainerBase,
+    call_module,
     check_memory,
     check_optimizer,
     make_optimizer,
@@ -245,9 +250,9 @@ class Trainer(TrainerBase):
         self.check_storage(2 if args.overlap else 1)
         self.storage = self.new_rollout()
         self.storage.obs[0].copy_(env.obs)
-        warn = warn_once(warn)  # one compile warning covers the rollout and the update
+        warn_always, warn = warn, warn_once(warn)  # one compile warning for both steps
         self.compile_mode = self.compile_mode_for(AUTO_COMPILE, recurrent=self.recurrent)
-        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
+        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
         # the policy that acts: the learner's own, or with overlap a copy holding the weights
         # from before the update that runs meanwhile, with its own storage and random stream
         self.behaviour, self.next_storage = self.policy, None
@@ -259,7 +264,46 @@ class Trainer(TrainerBase):
             self.next_storage = self.new_rollout()
             seed = distributed.rank_seed(config.run.seed, self.ctx.ranks.rank) + 1
             self.rollout_generator = torch.Generator(device=self.device).manual_seed(seed % 2**63)
-        self.act_policy = CompiledStep(self.behaviour, self.compile_mode, warn, "the network")
+        self.act_policy = CompiledStep(
+            call_module, self.behaviour, self.compile_mode, warn, "the network"
+        )
+        # the steps compile in the background while the first twentieth trains eagerly; under
+        # torchrun at once (a copy's gradient all-reduce would meet the real one's)
+        self.deferred = None
+        if self.train_step.compiled and not self.ctx.ranks.enabled:
+            switch_at = max(1, self.num_iterations // DEFER_SHARE)
+            steps = [self.train_step, self.act_policy]
+            self.deferred = DeferredCompile(steps, switch_at, say=warn_always)
+            self.deferred.start(self.precompile)
+
+    def precompile(self) -> None:
+        """Compile the update step and the acting network on copies of them (zero data of the
+        real shapes), so the run trains on in the meantime: in the background thread."""
+        shadow = copy.copy(self)
+        shadow.policy = copy.deepcopy(self.policy)
+        shadow.optimizer = make_optimizer(
+            self.args.optimizer, shadow.policy, self.args.learning_rate, eps=1e-5
+        )
+        shadow.ctx = dataclasses.replace(self.ctx, skipped=None, _backups={})
+        obs_shape, n = self.env.obs_shape, self.batch_size
+        shadow.b_obs = torch.zeros((n, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
+        shadow.b_actions = torch.zeros(n, dtype=torch.int64, device=self.device)
+        for name in ("b_logprobs", "b_advantages", "b_returns", "b_values"):
+            setattr(shadow, name, torch.zeros(n, device=self.device))
+        if self.recurrent:
+            shadow.b_states = torch.zeros((n, self.policy.state_size), device=self.device)
+            shadow.b_starts = torch.ones(n, dtype=torch.bool, device=self.device)
+            steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
+            mb = steps + torch.arange(self.sequences_per_minibatch, device=self.device)[None]
+        else:
+            mb = torch.arange(self.minibatch_size, device=self.device)
+        self.train_step.precompile(shadow, mb)
+        behaviour = copy.deepcopy(self.behaviour)
+        obs = torch.zeros((self.rows, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
+        starts = torch.ones(self.rows, dtype=torch.bool, device=self.device)
+        state = torch.zeros((self.rows, self.policy.state_size)) if self.recurrent else None
+        with torch.inference_mode():
+            self.act_policy.precompile(behaviour, obs, state, starts)
 
     def make_policy(self):
         env = self.env
@@ -550,6 +594,8 @@ class Trainer(TrainerBase):
     def iterate(self) -> dict:
         """One rollout, advantage pass and update; returns the update's losses. With overlap:
         the update of the rollout collected last, while the next one is collected."""
+        if self.deferred is not None:  # the compiled steps from their fixed iteration on
+            self.deferred.at(self.iteration)
         if self.args.overlap:
             return self.iterate_overlapped()
         self.collect(self.storage)
