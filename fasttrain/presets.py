@@ -25,6 +25,9 @@ MINATAR = {
         "update_epochs": 4,
         "ent_coef": 0.03,
     },
+    # PQN: purejaxql's MinAtar settings (128 envs x 32 steps, 2 epochs x 32 minibatches, lr 5e-4
+    # annealed, lambda 0.65, epsilon 1 -> 0.05 over the first 10%: the [pqn] defaults), 10M steps
+    "pqn": {"total_timesteps": 10_000_000},
 }
 
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
@@ -89,6 +92,7 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
         "params": {"minimal_action_set": True},
         "model": {**MINATAR["model"], "hidden": 512},
         "ppo": dict(MINATAR["ppo"]),
+        "pqn": dict(MINATAR["pqn"]),
     },
     "cartpole": {
         # core_size: a recurrent core (model.core) as wide as the torso
