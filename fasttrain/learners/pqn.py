@@ -136,7 +136,7 @@ class Trainer(TrainerBase):
         # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
         T, N, dev = args.num_steps, self.rows, self.device
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        check_memory((2 * T + 1) * N * obs_bytes + T * N * 34, "PQN rollout storage", dev)
+        check_memory((2 * T + 1) * N * obs_bytes + T * N * 48, "PQN rollout storage", dev)
         self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
         self.final_obs = torch.zeros((T, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
         self.actions = torch.zeros((T, N), dtype=torch.int64, device=dev)
