@@ -7,8 +7,10 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -288,6 +290,40 @@ def test_cli_run_then_greedy_eval_and_play(tmp_path):
         main, ["play", "--checkpoint", str(out), "--steps", "3", "--fps", "0"]
     )
     assert played.exit_code == 0, played.output
+
+
+def test_sigterm_saves_a_checkpoint_that_resumes(tmp_path):
+    out = tmp_path / "run"
+    sets = ["game.snake.height=6", "game.snake.width=6", "model.hidden=32", "log.progress=false"]
+    sets += ["pqn.num_envs=16", "pqn.num_steps=8", "pqn.num_minibatches=2"]
+    flags = sum((["--set", s] for s in sets), [])
+    command = [sys.executable, "-m", "fasttrain.cli", "run", "--game", "snake", "--algo", "pqn"]
+    proc = subprocess.Popen(
+        [*command, "--steps", "100000000", "--out", str(out), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "metrics.csv").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    saved = checkpoint.load(out)["global_step"]
+    assert saved > 0 and saved % 128 == 0
+    assert int(rows(out)[-1]["global_step"]) == saved
+    more = str(saved + 4 * 128)
+    done = subprocess.run(
+        [sys.executable, "-m", "fasttrain.cli", "run", "--resume", str(out), "--steps", more],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    steps = [int(r["global_step"]) for r in rows(out)]
+    assert steps[-5:] == [saved + k * 128 for k in range(5)] and steps == sorted(set(steps))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("PIL") is None, reason="needs pillow (extra media)")
