@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fasttrain.learners import dqn, ppo
+from fasttrain.learners import dqn, ppo, pqn
 from fasttrain.learners.common import OPTIMIZERS
 
 
@@ -110,6 +110,28 @@ register(
             "batch_size": 32,
             "target_network_frequency": 256,
             "start_e": 0.2,  # a constant epsilon: the schedule would stretch with total_timesteps
+            "end_e": 0.2,
+        },
+    )
+)
+register(
+    Learner(
+        "pqn",
+        pqn.PQNConfig,
+        pqn.validate,
+        pqn.Trainer,
+        pqn.actor,
+        ceiling=pqn.ceiling,
+        choices={"optimizer": OPTIMIZERS},
+        short_names=pqn.SHORT_NAMES,
+        auto_compile=pqn.AUTO_COMPILE,
+        # a constant epsilon and learning rate: the schedules would stretch with total_timesteps
+        smoke={
+            "num_envs": 16,
+            "num_steps": 8,
+            "num_minibatches": 2,
+            "anneal_lr": False,
+            "start_e": 0.2,
             "end_e": 0.2,
         },
     )

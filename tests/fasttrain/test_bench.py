@@ -641,6 +641,7 @@ def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(
     assert trains == [
         ("ppo", "none", "default"),
         ("dqn", "none", "default"),
+        ("pqn", "none", "default"),
         ("ppo", "lstm", "default"),
         ("ppo", "none", puffer),
         ("ppo", "none", overlapped),
