@@ -148,6 +148,9 @@ class LogConfig:
     media)"""
     replay_steps: int = 300
     """steps in replay.gif"""
+    wide: bool = False
+    """print every loss and where the time went on each log line (fasttrain run --verbose),
+    not the line that fits 120 columns"""
 
 
 FIXED_SECTIONS = {"run": RunConfig, "game": GameConfig, "model": ModelConfig, "log": LogConfig}

@@ -26,6 +26,7 @@ from fasttrain.errors import ConfigError
 from fasttrain.kernels import get_backend
 from fasttrain.learners import LEARNERS
 from fasttrain.runner import STAGE_COLUMN, run
+from tests.cli import header
 
 # a small arena with room for two bots (none active unless a stage says so)
 ARENA = dict(width=12, height=12, num_snakes=2, num_food=4, vision=2, max_bots=2)
@@ -466,7 +467,7 @@ def test_resume_in_stage_2_equals_a_straight_run(tmp_path):
     # the command line's --resume: the curriculum comes back from the checkpoint's config
     result = CliRunner().invoke(main, ["run", "--resume", str(halves), "--steps", str(8 * size)])
     assert result.exit_code == 0, result.output
-    assert "curriculum stage 2/3" in result.output.splitlines()[0]
+    assert "curriculum stage 2/3" in header(result.output)
     assert_same_run(straight, halves)
     # continuing with a curriculum that lacks the saved stage is refused in one line
     shorter = "curriculum.stage=[{params={num_bots=1}}]"
