@@ -269,10 +269,9 @@ def games():
 @main.command()
 @click.option(
     "--game",
-    default="snake",
-    show_default=True,
+    default=None,
     type=click.UNPROCESSED,
-    help="Game to play (see `fasttrain games`).",
+    help="Game to play (see `fasttrain games`). [default: the checkpoint's game, else snake]",
 )
 @click.option(
     "--policy",
@@ -308,6 +307,9 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     import fasttrain
     from fasttrain import games as registry
 
+    if game is None and checkpoint:
+        game = run_game(checkpoint)
+    game = game or "snake"
     if game not in registry.names():
         raise click.BadParameter(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
@@ -350,6 +352,20 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
         click.echo(f"wrote {gif}: {len(frames)} frames of {width}x{height} at {fps:g} fps")
         return
     play_in_terminal(env, game, steps, fps, act, generator)
+
+
+def run_game(checkpoint) -> str:
+    """The game of the run a checkpoint belongs to: its run directory's config.toml, else the
+    checkpoint's own config (a checkpoint copied into another run's folder is refused later)."""
+    from fasttrain import config as cfg
+    from fasttrain.checkpoint import checkpoint_path, load, saved_config
+
+    written = checkpoint_path(checkpoint).parent / "config.toml"
+    if written.is_file():
+        name = cfg.load_toml(written).get("game", {}).get("name")
+        if isinstance(name, str):
+            return name
+    return saved_config(checkpoint, load(checkpoint)).game.name
 
 
 def play_in_terminal(env, game: str, steps: int, fps: float, act, generator) -> None:
