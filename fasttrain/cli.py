@@ -104,17 +104,25 @@ def main():
     help="Data-parallel processes on this machine: starts torchrun --standalone "
     "--nproc_per_node N (for several machines run torchrun yourself).",
 )
-def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, nproc):
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Log lines with every loss and where the time went (log.wide = true), wider than "
+    "120 columns.",
+)
+def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, nproc, verbose):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
+    flags = (game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose)
     if nproc > 1:
-        _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets)
+        _torchrun(nproc, *flags)
     # until the run's own handlers take over at its first iteration, a signal ends the process
     # at once in one line: start-up writes nothing a run would need (and a KeyboardInterrupt
     # inside an import can surface as another error, with a traceback)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, startup.exit_now) for s in EXIT_CODES} if main_thread else {}
     try:
-        _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets)
+        _run(*flags)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -124,7 +132,9 @@ EXIT_CODES = startup.EXIT_CODES
 RANK_STOPPED = 2  # exit code of a rank other than 0 that stops on rank 0's reported error
 
 
-def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
+def _torchrun(
+    nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose
+):
     """Run ``torchrun --standalone --nproc_per_node N -m fasttrain run ...`` in this process;
     a failed rank ends it with one line (torchrun's own report is a traceback) and the first
     failure's exit code (130 / 143 after Ctrl-C / SIGTERM, where the ranks saved)."""
@@ -146,6 +156,8 @@ def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, con
             args += [flag, str(value)]
     for item in sets:
         args += ["--set", item]
+    if verbose:
+        args.append("--verbose")
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
@@ -167,7 +179,30 @@ def _torchrun(nproc, game, algo, steps, num_envs, device, seed, out, resume, con
     sys.exit(0)
 
 
-def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets):
+def run_config(game, algo, steps, num_envs, device, seed, config_file, sets, verbose, saved=None):
+    """The config ``fasttrain run`` trains with, from its options (``saved``: the config of
+    the checkpoint it resumes, as a dict): checked, nothing run."""
+    from fasttrain import config as cfg
+
+    layers = [("checkpoint", saved)] if saved is not None else []  # lowest precedence first
+    layers += cfg.user_layers(config_file, sets)
+    flags: dict = {}
+    for section, key, value in (
+        ("run", "algo", algo),
+        ("run", "device", device),
+        ("run", "seed", seed),
+        ("game", "name", game),
+        ("log", "wide", True if verbose else None),
+    ):
+        if value is not None:
+            flags.setdefault(section, {})[key] = value
+    # --steps and --num-envs: the chosen learner's, on top of everything, once resolved
+    learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
+    config = cfg.build([*layers, ("command line", flags)])
+    return config.with_learner("command line", **learner)
+
+
+def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose):
     from pathlib import Path
 
     from fasttrain import checkpoint, distributed
@@ -181,25 +216,12 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
             lock = RunLock(Path(resume))
             lock.acquire()
             lock.release()
-        layers = []  # lowest precedence first; presets sit below all of them
-        if resume:
-            if out:
-                raise cfg.ConfigError("--resume continues in its own directory; drop --out")
-            layers.append(("checkpoint", cfg.tomllib.loads(checkpoint.load(resume)["config"])))
-        layers += cfg.user_layers(config_file, sets)
-        flags: dict = {}
-        for section, key, value in (
-            ("run", "algo", algo),
-            ("run", "device", device),
-            ("run", "seed", seed),
-            ("game", "name", game),
-        ):
-            if value is not None:
-                flags.setdefault(section, {})[key] = value
-        # --steps and --num-envs: the chosen learner's, on top of everything, once resolved
-        learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
-        config = cfg.build([*layers, ("command line", flags)])
-        config = config.with_learner("command line", **learner)
+        if resume and out:
+            raise cfg.ConfigError("--resume continues in its own directory; drop --out")
+        saved = cfg.tomllib.loads(checkpoint.load(resume)["config"]) if resume else None
+        config = run_config(
+            game, algo, steps, num_envs, device, seed, config_file, sets, verbose, saved
+        )
         run_training(config, out=out, resume=resume)
     except ConfigError as exc:
         if not distributed.launched().main:  # rank 0 says it, once for the run
@@ -247,10 +269,9 @@ def games():
 @main.command()
 @click.option(
     "--game",
-    default="snake",
-    show_default=True,
+    default=None,
     type=click.UNPROCESSED,
-    help="Game to play (see `fasttrain games`).",
+    help="Game to play (see `fasttrain games`). [default: the checkpoint's game, else snake]",
 )
 @click.option(
     "--policy",
@@ -286,6 +307,9 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     import fasttrain
     from fasttrain import games as registry
 
+    if game is None and checkpoint:
+        game = run_game(checkpoint)
+    game = game or "snake"
     if game not in registry.names():
         raise click.BadParameter(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
@@ -328,6 +352,20 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
         click.echo(f"wrote {gif}: {len(frames)} frames of {width}x{height} at {fps:g} fps")
         return
     play_in_terminal(env, game, steps, fps, act, generator)
+
+
+def run_game(checkpoint) -> str:
+    """The game of the run a checkpoint belongs to: its run directory's config.toml, else the
+    checkpoint's own config (a checkpoint copied into another run's folder is refused later)."""
+    from fasttrain import config as cfg
+    from fasttrain.checkpoint import checkpoint_path, load, saved_config
+
+    written = checkpoint_path(checkpoint).parent / "config.toml"
+    if written.is_file():
+        name = cfg.load_toml(written).get("game", {}).get("name")
+        if isinstance(name, str):
+            return name
+    return saved_config(checkpoint, load(checkpoint)).game.name
 
 
 def play_in_terminal(env, game: str, steps: int, fps: float, act, generator) -> None:

@@ -32,7 +32,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from fasttrain import games
-from fasttrain.curriculum import PROMOTE_METRICS, Stage, stage_params
+from fasttrain.curriculum import CAPACITIES, PROMOTE_METRICS, Stage, capacities, stage_params
 from fasttrain.dashboards import WANDB_MODES
 from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES, device_type
 from fasttrain.distributed import BACKENDS as DIST_BACKENDS
@@ -148,6 +148,9 @@ class LogConfig:
     media)"""
     replay_steps: int = 300
     """steps in replay.gif"""
+    wide: bool = False
+    """print every loss and where the time went on each log line (fasttrain run --verbose),
+    not the line that fits 120 columns"""
 
 
 FIXED_SECTIONS = {"run": RunConfig, "game": GameConfig, "model": ModelConfig, "log": LogConfig}
@@ -396,6 +399,9 @@ def build(layers) -> Config:
         for name, entry in layer.games.items():
             _check_params(name, entry["params"])
     params_values, params_sources = layers.params_sources(game.name)
+    for key, size in capacities(game.name, params_values, layers.curriculum).items():
+        params_values[key] = size
+        params_sources[key] = f"largest {CAPACITIES[game.name][key]}"
     learner_values, learner_sources = layers.resolve(run.algo, game.name)
     model_values, model_sources = layers.resolve("model", game.name)
     sources = {
@@ -566,7 +572,15 @@ def check_curriculum(config: Config) -> None:
         try:
             params = stage_params(spec, base, stage)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: {str(exc).splitlines()[0]}") from None
+            hint = ""
+            for capacity, param in CAPACITIES.get(game, {}).items():
+                asked, room = stage.params.get(param), getattr(base, capacity)
+                if isinstance(asked, int) and asked > room:
+                    hint = (
+                        f" (game.{game}.{capacity} = {room} is set; left unset it is sized for "
+                        f"the largest {param})"
+                    )
+            raise ConfigError(f"{where}: {str(exc).splitlines()[0]}{hint}") from None
         culprits = shape_params(spec, base, params)
         if culprits:
             names = ", ".join(repr(n) for n in culprits)

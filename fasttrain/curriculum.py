@@ -46,6 +46,25 @@ class Stage:
     """agent steps spent in the stage before it can be promoted"""
 
 
+# A param that sizes buffers for another one that stages may change: the arena's ``max_bots``
+# bot slots hold up to ``num_bots`` bots. Where no layer sets it, it is sized for the largest
+# value the curriculum's stages ask for (``capacities``).
+CAPACITIES = {"arena": {"max_bots": "num_bots"}}
+
+
+def capacities(game: str, values: dict, stages) -> dict:
+    """``{capacity: size}`` for each capacity param of ``game`` that ``values`` (the params the
+    layers set) leaves out: the largest integer a stage of ``stages`` gives its param (a
+    value of another type is left for the stage's own check to refuse)."""
+    out = {}
+    for capacity, param in CAPACITIES.get(game, {}).items():
+        asked = [stage.params.get(param) for stage in stages]
+        asked = [v for v in asked if isinstance(v, int) and not isinstance(v, bool)]
+        if capacity not in values and asked and max(asked) > 0:
+            out[capacity] = max(asked)
+    return out
+
+
 def stage_params(spec, base, stage: Stage):
     """The params of ``stage``: ``base`` (the [game.<name>] params) with its overrides
     (``make_params`` gives every value its field's type, so no stage compiles again)."""

@@ -81,26 +81,94 @@ def duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def eta(trainer, planned: int, first_step: int, start: float, now: float) -> str:
-    """``"ETA 3m07s | "``: the time the run's remaining steps take at its mean speed since
-    this process started (empty before a step, and at the end)."""
-    done, left = trainer.global_step - first_step, planned - trainer.global_step
-    if done <= 0 or left <= 0 or now <= start:
-        return ""
-    return f"ETA {duration(left * (now - start) / done)} | "
+def time_left(left: int, done: int, seconds: float) -> str:
+    """The time ``left`` steps take at ``done`` steps per ``seconds``: ``3m07s``; ``0s`` with
+    none left, ``--`` before anything was measured."""
+    if left <= 0:
+        return "0s"
+    if done <= 0 or seconds <= 0:
+        return "--"
+    return duration(left * seconds / done)
+
+
+LINE_WIDTH = 120  # the default log line fits a terminal this wide; ``log.wide`` prints it all
+
+
+def si(value: float) -> str:
+    """``value`` in three significant digits and a suffix: ``987``, ``98.3k``, ``1.25M``,
+    ``50.0M``, ``4.50B``."""
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size * 0.9995:
+            scaled = value / size
+            digits = 2 if abs(scaled) < 9.995 else 1 if abs(scaled) < 99.95 else 0
+            return f"{scaled:.{digits}f}{suffix}"
+    return f"{value:.0f}"
+
+
+def short(value: float) -> str:
+    """A loss in two significant digits, exponent unpadded: ``0.13``, ``-3e-4``, ``1.4e+3``."""
+    text = f"{value:.2g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
 
 
 def console_line(
-    step: int, sps: float, unit: str, eta_text: str, at: str, episode: dict, losses, split, short
+    step: int,
+    sps: float,
+    unit: str,
+    eta_text: str,
+    at: str,
+    episode: dict,
+    losses,
+    split,
+    names,
+    wide: bool = False,
 ) -> str:
-    """The log line of an iteration boundary: steps, speed, time left, the episode means, the
-    losses by their short names and where the time went."""
-    names = {**SHORT, **short}
-    return (
-        f"step {step:>11,} | {sps:>9,.0f} {unit} | {eta_text}{at}"
+    """The log line of an iteration boundary: steps, speed, time left, the episode means and
+    the losses by their short names (``names``), in at most ``LINE_WIDTH`` columns: the losses
+    that do not fit are left out (metrics.csv has them all). ``wide``: every loss in four
+    significant digits and where the time went (env / forward / learn / other)."""
+    names = {**SHORT, **names}
+    if wide:
+        return (
+            f"step {step:>11,} | {sps:>9,.0f} {unit} | ETA {eta_text:>6} | {at}"
+            f"return {episode['return']:7.2f} | score {episode['score']:6.2f} | "
+            f"len {episode['length']:6.1f} | "
+            + " ".join(f"{names.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items())
+            + " | "
+            + " ".join(f"{k} {v:.0%}" for k, v in split.items())
+        )
+    line = (
+        f"step {si(step):>6} | {si(sps):>6} {unit} | ETA {eta_text:>6} | {at}"
         f"return {episode['return']:7.2f} | score {episode['score']:6.2f} | "
-        f"len {episode['length']:6.1f} | "
-        + " ".join(f"{names.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items())
-        + " | "
-        + " ".join(f"{k} {v:.0%}" for k, v in split.items())
+        f"len {episode['length']:6.1f} |"
     )
+    skipped = losses.get("losses/skipped_updates", 0)
+    items = [f"skipped {skipped:.0f}"] if skipped else []  # first: a warning that always fits
+    items += [
+        f"{names.get(k, k.split('/')[-1])} {short(v)}"
+        for k, v in losses.items()
+        if k != "losses/skipped_updates"
+    ]
+    for item in items:
+        if len(line) + 1 + len(item) > LINE_WIDTH:
+            break
+        line += " " + item
+    return line
+
+
+def wrap(pieces: list[str], separator: str, width: int = LINE_WIDTH, indent: str = "  ") -> str:
+    """``pieces`` joined by ``separator`` into lines of at most ``width`` columns (a piece
+    longer than that stays whole on its own line), later lines indented by ``indent``."""
+    lines, line = [], ""
+    for piece in pieces:
+        candidate = line + separator + piece if line else piece
+        if line and len(candidate + separator.rstrip()) > width:  # room for the separator
+            lines.append(line + separator.rstrip())
+            line = indent + piece
+        else:
+            line = candidate
+    lines.append(line)
+    return "\n".join(lines)

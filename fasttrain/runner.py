@@ -8,9 +8,9 @@ and weights that are not finite are never saved. The same seed gives the same me
 The loop (``_train``) is one screen: ``trainer.iterate()``, then the run's parts, in order, at
 each iteration boundary. A part is a small object with ``after_iteration(boundary) -> bool``
 (true: end the run after this boundary) and ``close()``; one with ``state_dict()`` adds to the
-checkpoint. In order: the progress bar, the NaN guard, the episode statistics, the curriculum,
-the metrics row, its sinks (metrics.csv, dashboards, ``on_row``), the console line, the
-checkpointer and the stop signals.
+checkpoint. In order: the time left, the progress bar, the NaN guard, the episode statistics,
+the curriculum, the metrics row, its sinks (metrics.csv, dashboards, ``on_row``), the console
+line, the checkpointer and the stop signals.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from fasttrain.configfile import CONFIG_HEADER, to_toml
 from fasttrain.curriculum import Curriculum, Promoter
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError, reason
+from fasttrain.kernels.compiling import notices_to
 from fasttrain.learners import LEARNERS
 from fasttrain.metrics import STAGE_COLUMN  # noqa: F401 - the column's name, for readers
 from fasttrain.rundir import RunLock, check_writable, write_atomic
@@ -78,7 +79,14 @@ class StopSignals:
 
 
 def default_out(config: Config) -> Path:
-    return Path("runs") / f"{config.game.name}-{config.run.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """``runs/GAME-ALGO-TIMESTAMP``, with ``-2``, ``-3``... where a run started in the same
+    second already holds that name (two runs started at once must not collide)."""
+    base = f"{config.game.name}-{config.run.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out, n = Path("runs") / base, 1
+    while out.exists():
+        n += 1
+        out = Path("runs") / f"{base}-{n}"
+    return out
 
 
 def json_safe(value):
@@ -140,6 +148,7 @@ class Boundary:
     stage: int | None = None  # the curriculum stage this iteration played in
     row: dict | None = None  # the metrics row, when due
     split: dict | None = None  # where the time went since the last row
+    eta: str = "--"  # the time left, as the log line shows it
     notes: list = field(default_factory=list)  # lines to print after the console line
 
 
@@ -158,16 +167,44 @@ class Clock:
         return {"time_s": self.time_s()}
 
 
+class TimeLeft:
+    """The time left at the speed since this process's first iteration boundary: the first
+    iteration holds the compiles (torch.compile, the learner's kernels on a cold cache), which
+    at the speed since the start would read hours for a run of minutes. It reads ``--`` until
+    a second boundary has measured the speed."""
+
+    def __init__(self, trainer, planned: int):
+        self.trainer, self.planned = trainer, planned
+        self.origin: tuple[int, float] | None = None  # (global_step, time) at the first boundary
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        step = self.trainer.global_step
+        if self.origin is None:
+            self.origin = (step, boundary.now)
+        done, seconds = step - self.origin[0], boundary.now - self.origin[1]
+        boundary.eta = metrics.time_left(self.planned - step, done, seconds)
+        return False
+
+    def close(self) -> None:
+        pass
+
+
 class ProgressBar:
-    """click's progress bar over the steps this process takes (stdout a terminal only)."""
+    """click's progress bar over the steps this process takes (stdout a terminal only), with
+    the time left of ``TimeLeft`` (click's own estimate would count the compiles)."""
 
     def __init__(self, trainer, planned: int):
         self.trainer, self.step = trainer, trainer.global_step
         label = "training" if not self.step else f"training from step {self.step:,}"
-        self.bar = click.progressbar(length=planned - self.step, label=label, show_eta=True)
+        self.bar = click.progressbar(
+            length=planned - self.step,
+            label=label,
+            show_eta=False,
+            item_show_func=lambda eta: None if eta is None else f"ETA {eta}",
+        )
 
     def after_iteration(self, boundary: Boundary) -> bool:
-        self.bar.update(self.trainer.global_step - self.step)
+        self.bar.update(self.trainer.global_step - self.step, current_item=boundary.eta)
         self.step = self.trainer.global_step
         return False
 
@@ -294,16 +331,16 @@ class OnRow:
 
 class Console:
     """The log line, every ``log.interval_s`` seconds and at the last boundary, then the notes
-    of the boundary (a promotion)."""
+    of the boundary (a promotion). It fits 120 columns; ``log.wide`` prints every loss and
+    where the time went."""
 
-    def __init__(self, trainer, config: Config, echo, planned: int, clock: Clock, episodes, bar):
-        self.trainer, self.echo, self.planned, self.clock = trainer, echo, planned, clock
+    def __init__(self, trainer, config: Config, echo, clock: Clock, episodes, bar):
+        self.trainer, self.echo, self.clock = trainer, echo, clock
         self.episodes = episodes
-        self.interval, self.bar = config.log.interval_s, bar
+        self.interval, self.bar, self.wide = config.log.interval_s, bar, config.log.wide
         self.stages = len(config.curriculum)
         self.unit = "agent SPS" if trainer.env.num_agents > 1 else "SPS"
         self.short = LEARNERS[config.run.algo].short_names
-        self.first_step = trainer.global_step
         self.time, self.step = clock.start, trainer.global_step
 
     def after_iteration(self, boundary: Boundary) -> bool:
@@ -312,17 +349,17 @@ class Console:
             sps = (trainer.global_step - self.step) / (now - self.time)
             split = boundary.split or trainer.timers.split()  # since the last row
             at = "" if boundary.stage is None else f"stage {boundary.stage + 1}/{self.stages} | "
-            eta = metrics.eta(trainer, self.planned, self.first_step, self.clock.start, now)
             line = metrics.console_line(
                 trainer.global_step,
                 sps,
                 self.unit,
-                eta,
+                boundary.eta,
                 at,
                 self.episodes.means,
                 boundary.losses,
                 split,
                 self.short,
+                self.wide,
             )
             self.echo(("\n" if self.bar else "") + line)
             self.time, self.step = now, trainer.global_step
@@ -375,7 +412,8 @@ def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> 
             except (ConfigError, RunError) as exc:
                 problem = exc
         agree_or_raise(problem, ranks)
-        return _run(config, out, resume is not None, lock, echo, on_row, ranks)
+        with notices_to(compile_notices(echo)):  # "compiling snake for the cpu backend..."
+            return _run(config, out, resume is not None, lock, echo, on_row, ranks)
     finally:
         if lock is not None:
             lock.release()
@@ -384,6 +422,23 @@ def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> 
 
 def _silent(*args, **kwargs) -> None:
     """The echo of ranks other than 0: rank 0 speaks for the run."""
+
+
+def compile_notices(echo):
+    """``say(text, end)`` for the kernels' compile notices (``fasttrain.kernels.compiling``)
+    through the run's ``echo``: click's echo shows the line as it grows, any other echo gets
+    it whole once done."""
+    if echo is click.echo:
+        return lambda text, end="\n": click.echo(text, nl=end == "\n")
+    parts: list[str] = []
+
+    def say(text: str, end: str = "\n") -> None:
+        parts.append(text)
+        if end == "\n":
+            echo("".join(parts))
+            parts.clear()
+
+    return say
 
 
 def agree_or_raise(problem: Exception | None, ranks) -> None:
@@ -494,11 +549,12 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
         pictures(config, out, echo)
     unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
     episode, summary = result.episode, result.summary
-    echo(
+    done = (
         f"done: {summary['global_step']:,} {unit} in {summary['wall_s']:.1f} s "
-        f"({summary['sps']:,.0f} {unit.replace('steps', 'SPS')}) | "
-        f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}"
+        f"({summary['sps']:,.0f} {unit.replace('steps', 'SPS')})"
     )
+    means = [f"mean return {episode['return']:.2f}", f"mean score {episode['score']:.2f}"]
+    echo(metrics.wrap([done, *means, str(out)], " | "))
     return summary
 
 
@@ -526,30 +582,35 @@ def _complete(trainer, out: Path, echo, ranks) -> dict:
 
 
 def settings_line(config: Config, trainer, out: Path, curriculum) -> str:
-    """The run's first log line: game, learner, device, the iteration's shape, the steps, the
-    run directory and every setting that differs from its default, with its source."""
+    """The run's first lines: game, learner, device, the iteration's shape, the steps and the
+    run directory, then every setting that differs from its default or that the command line
+    gave, with its source; wrapped to fit 120 columns (a continuation is indented)."""
     args = trainer.args
     planned = trainer.num_iterations * trainer.steps_per_iteration
-    rounded = ""
+    # with several agents per environment, steps and SPS count agent steps (learner rows)
+    unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
+    steps = f"{planned:,} {unit}"
     if planned != args.total_timesteps:
-        rounded = (
+        steps += (
             f" (total_timesteps {args.total_timesteps:,} rounded to {trainer.num_iterations:,} "
             f"iterations of {trainer.steps_per_iteration:,})"
         )
-    # with several agents per environment, steps and SPS count agent steps (learner rows)
-    unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
-    stage_text = ""
     if config.run.action_repeat > 1:  # steps stay learner steps: say what one is
         k = config.run.action_repeat
-        stage_text += f" (action repeat {k}: each step plays up to {k} game steps)"
+        steps += f" (action repeat {k}: each step plays up to {k} game steps)"
+    pieces = [
+        f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device}",
+        *trainer.describe().split(" | "),
+        steps,
+    ]
     if curriculum is not None:
-        stage_text += f" | curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}"
+        pieces.append(f"curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}")
+    pieces.append(f"run dir {out}")
+    text = metrics.wrap(pieces, " | ")
     overrides = config.overrides()
-    return (
-        f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
-        f"{trainer.describe()} | {planned:,} {unit}{rounded}{stage_text} | run dir {out}"
-        + (f" | settings: {', '.join(overrides)}" if overrides else "")
-    )
+    if overrides:
+        text += "\n" + metrics.wrap([f"settings: {overrides[0]}", *overrides[1:]], ", ")
+    return text
 
 
 def _train(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks) -> Outcome:
@@ -609,6 +670,7 @@ def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
     saver.run_parts = [row, clock]
     stopper = OnRow(on_row) if on_row is not None else None
     parts = [
+        TimeLeft(trainer, planned),
         *([ProgressBar(trainer, planned)] if bar else []),
         NanGuard(trainer, config.run.nan_patience, out),
         stats,
@@ -616,7 +678,7 @@ def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
         row,
         *_sinks(config, trainer, out, state, ranks.main),
         *([stopper] if stopper else []),
-        Console(trainer, config, echo, planned, clock, episodes, bar),
+        Console(trainer, config, echo, clock, episodes, bar),
         saver,
         Signals(),
     ]

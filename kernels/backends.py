@@ -13,6 +13,7 @@ import contextlib
 import numpy as np
 
 from .build import Launchers, game_functions, load_launchers
+from .compiling import compile_now
 from .device import cuda_problem, simulator
 from .spec import GameSpec
 
@@ -48,6 +49,9 @@ class PythonBackend:
     def prepare_args(self, args: tuple) -> tuple:
         """Launch arguments in the form ``launch_*`` takes (host arrays: as they are)."""
         return args
+
+    def warm_up(self, spec: GameSpec, launchers: Launchers, step_args, reset_args) -> None:
+        """Compile the launchers for these arguments now (nothing to compile here)."""
 
     def launch_step(self, launchers: Launchers, args: tuple, num_envs: int, stream: int = 0):
         """Step every env; returns -1 or the index of the first out-of-range action."""
@@ -91,6 +95,12 @@ class CPUBackend(PythonBackend):
             reset = numba.njit(module.reset_all, **self.LAUNCH_OPTIONS)
             self._cache[spec] = Launchers(step, reset, (step, reset))
         return self._cache[spec]
+
+    def warm_up(self, spec: GameSpec, launchers: Launchers, step_args, reset_args) -> None:
+        """Compile step and reset for these arguments' types now, saying so on a cold cache
+        (``compiling.compile_now``), rather than silently inside the first launches."""
+        step, reset = launchers.dispatchers
+        compile_now(spec.name, self.name, [(reset, reset_args), (step, step_args)])
 
 
 _INSTANCES: dict[str, object] = {}

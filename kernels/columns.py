@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from .backends import BACKENDS
 from .build import functions_digest, load_module, retarget
+from .compiling import compile_now
 from .cuda import THREADS_PER_BLOCK
 from .device import cuda_problem, device_args, numba_stream, simulator
 
@@ -158,6 +159,8 @@ class ColumnKernel:
             )
         num_columns = int(self.columns(args))
         launch = self.launcher(backend)
+        if backend == "cpu":  # now, with a notice on a cold cache, not inside the first launch
+            compile_now(f"learner kernel {self.name}", backend, [(launch, (num_columns, *args))])
         if backend == "cuda":
             args = device_args(args)
         return BoundColumnKernel(launch, backend, args, num_columns)

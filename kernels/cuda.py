@@ -63,6 +63,9 @@ class CUDABackend:
         """Launch arguments as device arrays: done once per buffer set, never per step."""
         return device_args(args)
 
+    def warm_up(self, spec: GameSpec, launchers: Launchers, step_args, reset_args) -> None:
+        """Nothing ahead of time: numba-cuda compiles (or loads) at the first launches."""
+
     def _launch(self, kernel, num_envs: int, stream: int):
         key = (id(kernel), num_envs, stream)
         config = self._configs.get(key)

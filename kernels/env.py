@@ -242,6 +242,8 @@ class KernelEnv:
         self.reset_args = self.backend.prepare_args(
             self._args(self._reset_names, {"obs": obs, "obs_flat": obs_flat})
         )
+        # compiled here, with a notice on a cold cache, not silently inside the first launches
+        self.backend.warm_up(spec, self.launchers, self._step_args, self.reset_args)
 
     def _launch_values(self, params) -> dict:
         """Scalar launcher arguments: the params' values, the action count and the repeat."""

@@ -92,3 +92,20 @@ def snapshot(folder, mtimes: bool = False) -> dict:
         else:
             out[name] = (path.read_bytes(), path.stat().st_mtime_ns if mtimes else None)
     return out
+
+
+def header(output: str) -> str:
+    """A run's first lines (``fasttrain: ...`` and its ``settings: ...``, wrapped to 120
+    columns) as the one line they were before wrapping, whatever was printed above them (a
+    compile notice on a cold cache)."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("fasttrain: "))
+    text = lines[start]
+    for line in lines[start + 1 :]:
+        if line.startswith("  "):  # a continuation: the line above ended at " |" or ","
+            text += " " + line[2:]
+        elif line.startswith("settings: "):
+            text += " | " + line
+        else:
+            break
+    return text

@@ -9,6 +9,7 @@ import torch
 import fasttrain
 from fasttrain import games
 from fasttrain.kernels import KernelEnv
+from tests.cli import header
 
 
 def copy_state(src, dst):
@@ -97,7 +98,7 @@ def test_eval_plays_a_run_with_its_action_repeat(tmp_path):
     )
     lines = []
     run(config, out=tmp_path / "run", echo=lines.append)
-    assert "action repeat 3: each step plays up to 3 game steps" in lines[0]
+    assert "action repeat 3: each step plays up to 3 game steps" in header("\n".join(lines))
     json_path = tmp_path / "eval.json"
     args = ["eval", "--run", str(tmp_path / "run"), "--episodes", "8", "--num-envs", "4"]
     result = CliRunner().invoke(main, [*args, "--greedy", "--json", str(json_path)])

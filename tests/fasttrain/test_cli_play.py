@@ -144,3 +144,19 @@ def test_arena_render_crops_a_large_map_around_snake_0():
         assert (np.array([list(row) for row in rows]) == "#").tolist() == walls.tolist()
     small = fasttrain.make("arena", num_envs=1, backend="cpu", seed=0).render(0).splitlines()
     assert len(small) == 24 and "around snake 0" not in small[-1]  # the default map: no crop
+
+
+def test_play_a_checkpoint_without_game_plays_the_runs_game(tmp_path):
+    """`fasttrain play --checkpoint DIR` plays the game DIR was trained on (it used to assume
+    snake and refuse every other run)."""
+    out = tmp_path / "cartpole"
+    trained = _cli(
+        "run", "--game", "cartpole", "--steps", "64", "--num-envs", "4", "--out", str(out)
+    )
+    assert trained.returncode == 0, trained.stderr
+    played = _cli("play", "--checkpoint", str(out), "--steps", "3", "--fps", "0")
+    assert played.returncode == 0, played.stderr
+    assert re.search(r"^cartpole  episode 1  step 3  return ", played.stdout, flags=re.M)
+    snake = _cli("play", "--game", "snake", "--checkpoint", str(out), "--steps", "3")
+    assert snake.returncode == 1
+    assert snake.stderr.strip() == "Error: checkpoint was trained on 'cartpole', not 'snake'"

@@ -26,6 +26,7 @@ from fasttrain.errors import ConfigError
 from fasttrain.kernels import get_backend
 from fasttrain.learners import LEARNERS
 from fasttrain.runner import STAGE_COLUMN, run
+from tests.cli import header
 
 # a small arena with room for two bots (none active unless a stage says so)
 ARENA = dict(width=12, height=12, num_snakes=2, num_food=4, vision=2, max_bots=2)
@@ -40,14 +41,15 @@ def quiet(*_):
 
 
 def arena_config(
-    steps: int, stages: list[dict], algo: str = "ppo", log=None, run=None
+    steps: int, stages: list[dict], algo: str = "ppo", log=None, run=None, arena=None
 ) -> cfg.Config:
-    """Learner ``algo`` with its smoke settings on the small arena, with ``stages``."""
+    """Learner ``algo`` with its smoke settings on the small arena (or ``arena``), with
+    ``stages``."""
     return cfg.from_dict(
         {
             "run": {"algo": algo, "device": "cpu", "torch_threads": 1, "numba_threads": 1}
             | (run or {}),
-            "game": {"name": "arena", "arena": ARENA},
+            "game": {"name": "arena", "arena": arena or ARENA},
             algo: {**LEARNERS[algo].smoke, "total_timesteps": steps},
             "model": {"hidden": 32},
             "log": {"progress": False, "interval_s": 1e-9} | (log or {}),
@@ -465,7 +467,7 @@ def test_resume_in_stage_2_equals_a_straight_run(tmp_path):
     # the command line's --resume: the curriculum comes back from the checkpoint's config
     result = CliRunner().invoke(main, ["run", "--resume", str(halves), "--steps", str(8 * size)])
     assert result.exit_code == 0, result.output
-    assert "curriculum stage 2/3" in result.output.splitlines()[0]
+    assert "curriculum stage 2/3" in header(result.output)
     assert_same_run(straight, halves)
     # continuing with a curriculum that lacks the saved stage is refused in one line
     shorter = "curriculum.stage=[{params={num_bots=1}}]"
@@ -507,5 +509,43 @@ def test_the_shipped_arena_curriculum_loads_with_three_stages_ending_with_greedy
     stages = [config.stage_params(k) for k in range(len(config.curriculum))]
     assert [p.num_bots for p in stages] == sorted(p.num_bots for p in stages)
     assert stages[-1].bot_policy == "greedy" and stages[-1].num_bots == stages[-1].max_bots
+    assert config.sources["game.arena.max_bots"] == "largest num_bots"  # the file leaves it out
+
+
+def test_max_bots_left_unset_is_sized_for_the_largest_num_bots_of_the_stages(tmp_path):
+    """The bot slots (a buffer shape) hold the most bots any stage asks for, not the default
+    0 that refused every curriculum with bots; a value the user sets is kept and checked."""
+    small = {k: v for k, v in ARENA.items() if k != "max_bots"}
+    stages = [{"params": {"num_bots": 3}, "promote_at": 1.0}, {"params": {"num_bots": 1}}]
+    config = cfg.from_dict(
+        {"game": {"name": "arena", "arena": small}, "curriculum": {"stage": stages}}
+    )
+    assert config.params.max_bots == 3 and config.params.num_bots == 0
+    assert "game.arena.max_bots=3 (largest num_bots)" in config.overrides()
+    assert cfg.from_dict({"game": {"name": "arena", "arena": small}}).params.max_bots == 0
+    kept = cfg.from_dict(
+        {
+            "game": {"name": "arena", "arena": {**small, "max_bots": 5}},
+            "curriculum": {"stage": stages},
+        }
+    )
+    assert kept.params.max_bots == 5
+    with pytest.raises(ConfigError) as info:
+        cfg.from_dict(
+            {
+                "game": {"name": "arena", "arena": {**small, "max_bots": 2}},
+                "curriculum": {"stage": stages},
+            },
+        )
+    assert str(info.value) == (
+        "curriculum stage 1: arena num_bots must be in 0..max_bots = 2, got 3 (game.arena.max_bots "
+        "= 2 is set; left unset it is sized for the largest num_bots)"
+    )
+    # and it trains, the three bots in their slots from the first step
+    config = arena_config(iteration_steps(), [{"params": {"num_bots": 3}}], arena=small)
+    summary = run(config, out=tmp_path / "run", echo=quiet)
+    assert summary["global_step"] == iteration_steps()
+    state = checkpoint.load(tmp_path / "run")
+    assert state["env"]["bot_score"].shape[1] == 3  # (num_envs, max_bots)
     assert all(stage.promote_at is not None for stage in config.curriculum[:-1])
     assert config.curriculum[-1].promote_at is None

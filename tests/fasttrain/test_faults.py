@@ -37,6 +37,7 @@ from tests.cli import (
     cli,
     cli_pool,
     finish,
+    header,
     one_line,
     snapshot,
     start,
@@ -775,7 +776,7 @@ def test_updates_that_keep_going_non_finite_stop_the_run_in_one_line(name, non_f
 
 
 def test_steps_are_rounded_to_whole_iterations_and_a_finished_run_is_left_alone(runs, tmp_path):
-    first = runs["snake_result"].stdout.splitlines()[0]
+    first = header(runs["snake_result"].stdout)
     rounded = "128 steps (total_timesteps 10 rounded to 1 iterations of 128)"
     assert f" | {rounded} | run dir {runs['snake']}" in first, first
     out = copy_run(runs["snake"], tmp_path)

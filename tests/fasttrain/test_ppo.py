@@ -17,6 +17,7 @@ from fasttrain import device as devices
 from fasttrain.bench.training import benchmark_training
 from fasttrain.learners.ppo import Trainer
 from fasttrain.runner import run
+from tests.cli import header
 
 TINY = {
     "game": {
@@ -304,7 +305,7 @@ def test_cli_set_ppo_section_beats_the_snake_presets(tmp_path):
         "run", "--game", "snake", "--out", str(out), *sum((["--set", s] for s in sets), [])
     )
     assert result.returncode == 0, result.stderr
-    first = result.stdout.splitlines()[0]
+    first = header(result.stdout)
     assert "8 envs x 8 steps" in first and "ppo.num_envs=8 (--set)" in first, first
     state = checkpoint.load(out)
     assert state["env"]["obs"].shape[0] == 8  # 8 environments, not snake's tuned 1024
