@@ -175,15 +175,29 @@ def test_gpu_views_are_zero_copy():
 @pytest.mark.gpu
 @gpu
 def test_short_ppo_run_on_gpu(tmp_path):
+    """The whole run on the GPU: every planned step, finite losses in every row, and Snake's
+    score past what random play gets (~0.1 apples) after 400k steps."""
+    import csv
+    import math
+
     from fasttrain import config as cfg
     from fasttrain.runner import run
 
-    ppo = {"total_timesteps": 200_000}
+    ppo = {"total_timesteps": 400_000}
     config = cfg.from_dict(
         {"run": {"device": "cuda"}, "log": {"progress": False}, "game": {"snake": {"ppo": ppo}}}
     )
     summary = run(config, out=tmp_path / "gpu", echo=lambda *_: None)
-    assert summary["global_step"] >= 100_000
+    batch = config.learner.num_envs * config.learner.num_steps
+    assert summary["global_step"] == 400_000 // batch * batch
+    with open(tmp_path / "gpu" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and int(rows[-1]["global_step"]) == summary["global_step"]
+    for row in rows:
+        for name, value in row.items():
+            if name.startswith("losses/"):
+                assert math.isfinite(float(value)), (name, row)
+    assert float(rows[-1]["charts/score"]) > 1.0, rows[-1]
 
 
 @pytest.mark.gpu
@@ -214,24 +228,34 @@ def test_gpu_steps_are_ordered_on_torch_current_stream():
 
 @pytest.mark.gpu
 @gpu
-def test_gpu_rollout_makes_no_torch_host_sync():
+def test_gpu_rollout_makes_no_host_sync():
+    """A rollout never waits for the GPU: with a long sleep queued on its stream first, the
+    host has queued the whole rollout while the GPU still sleeps. This sees every kind of wait
+    (torch's, CuPy's and numba-cuda's copies and synchronisations), which torch's sync debug
+    mode alone does not."""
     import torch
 
     from fasttrain import config as cfg
     from fasttrain.learners.ppo import Trainer
 
-    ppo = {"num_envs": 4096}
+    ppo = {"num_envs": 4096, "num_steps": 8, "num_minibatches": 1}
     config = cfg.from_dict(
-        {"run": {"device": "cuda"}, "log": {"progress": False}, "game": {"snake": {"ppo": ppo}}}
-    )
+        {"run": {"device": "cuda", "compile": "off"}, "log": {"progress": False},
+         "game": {"snake": {"ppo": ppo}}}
+    )  # fmt: skip
     trainer = Trainer(config, warn=lambda *_: None)
     trainer.rollout()  # warm-up: compile and allocate
-    torch.cuda.set_sync_debug_mode("error")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # torch's own syncs fail at once, with a stack
     try:
+        torch.cuda._sleep(4_000_000_000)  # several seconds of GPU cycles on the current stream
         trainer.rollout()
+        queued = torch.cuda.Event()
+        queued.record()
+        assert not queued.query(), "the rollout waited for the GPU (a host sync or copy)"
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
 
 
 def test_a_numpy_too_new_for_numba_cuda_is_named_in_one_line(monkeypatch):
