@@ -43,7 +43,8 @@ print(f"training PPO on snake 8x8 for {steps:,} steps")
 
 # 2. Train. `run` returns the run summary; the run directory holds everything needed to
 #    resume (`fasttrain run --resume DIR --steps N`) or to play.
-run_dir = os.path.join(tempfile.mkdtemp(prefix="fasttrain-"), "snake-ppo")
+workdir = tempfile.TemporaryDirectory(prefix="fasttrain-")  # removed at the end
+run_dir = os.path.join(workdir.name, "snake-ppo")
 summary = run(config, out=run_dir)
 print(
     f"trained: mean score {summary['score']:.2f} (fruits per episode) in {summary['wall_s']:.0f} s"
@@ -61,3 +62,4 @@ while frames < 300:
         break
 print(env.render(0))
 print(f"played one episode: {frames} steps, return {total:+.1f}")
+workdir.cleanup()

@@ -10,8 +10,8 @@ reading it.
 Formats 1 (a bare ``torch.save`` of the state) and 2 (the same payload behind the header) came
 from earlier versions and hold pickles. ``load`` reads them with ``torch.load(weights_only=True)``,
 which refuses any object but tensors, containers and the NumPy arrays fasttrain wrote, so they
-cannot run code either; a resumed run rewrites them as format 3. Reading them needs torch >= 2.4
-(``torch.serialization.add_safe_globals``).
+cannot run code either; a resumed run rewrites them as format 3. Reading them needs torch >= 2.5
+(``torch.serialization.safe_globals``).
 
 Every checkpoint the runner writes holds ``identity``: what must match for a run to continue
 from it (game, its params, learner, model settings, num_envs, observation shape).
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from fasttrain import config as cfg
-from fasttrain import games, statefile
+from fasttrain import distributed, games, statefile
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import write_atomic
@@ -56,9 +56,9 @@ def identity(
     config, num_envs: int | None = None, obs_shape: tuple | None = None, world: int = 1
 ) -> dict:
     """What a checkpoint must share with a run to continue it (defaults: from ``config``)."""
-    params = config.game_params()
+    params = config.params
     if num_envs is None:
-        num_envs = config.learner().num_envs
+        num_envs = config.learner.num_envs
     if obs_shape is None:
         obs_shape = games.get(config.game.name).obs_shape(params)
     return {
@@ -228,7 +228,7 @@ def load(path) -> dict:
         not isinstance(state, dict)
         or state.get("format") not in FORMATS
         or "model" not in state
-        or not all(_is_network(state[key]) for key in NETWORKS if key in state)
+        or not all(_is_network(state[key]) for key in networks(state) if key in state)
         or not isinstance(state.get("config"), str)
     ):
         raise ConfigError(f"{path} is not a fasttrain checkpoint")
@@ -274,7 +274,7 @@ def describe(path) -> list[str]:
     step, iteration = state.get("global_step", "?"), state.get("iteration", "?")
     step = f"{step:,}" if isinstance(step, int) else step
     lines.append(f"progress: {step} steps, {iteration} iterations")
-    for key in NETWORKS:
+    for key in networks(state):
         weights = state.get(key)
         if isinstance(weights, dict):
             sizes = [_numel(t) for t in weights.values()]
@@ -282,7 +282,7 @@ def describe(path) -> list[str]:
             lines.append(
                 f"network {key}: {len(sizes)} tensors, {sum(sizes):,} weights ({', '.join(dtypes)})"
             )
-    rest = [k for k in state if k not in (*NETWORKS, "config", "identity", "format")]
+    rest = [k for k in state if k not in (*networks(state), "config", "identity", "format")]
     lines.append("also holds: " + ", ".join(rest))
     return lines
 
@@ -308,17 +308,66 @@ def saved_config(path, state: dict):
         raise ConfigError(f"checkpoint {checkpoint_path(path)}: {exc}") from None
 
 
-NETWORKS = ("model", "target_model")  # the state's networks (name -> tensor dicts)
+def networks(state: dict) -> tuple:
+    """The keys of a trainer's state that hold networks: what its learner declares
+    (``Learner.networks``; ``model`` for a learner this version does not know)."""
+    name = state.get("learner")
+    learner = LEARNERS.get(name) if isinstance(name, str) else None
+    return learner.networks if learner is not None else ("model",)
 
 
 def nonfinite_weight(state: dict) -> str | None:
     """``model.torso.0.weight``: the first floating-point network tensor of a trainer's state
     that is not finite, or None when every one is."""
-    for key in NETWORKS:
+    for key in networks(state):
         for name, tensor in state.get(key, {}).items():
             if tensor.is_floating_point() and not torch.isfinite(tensor).all():
                 return f"{key}.{name}"
     return None
+
+
+class Checkpointer:
+    """Writes a run's checkpoint every ``interval`` iterations and at its last one.
+
+    The payload is the trainer's state plus what ``rank_parts`` add (``state_dict()`` of each,
+    e.g. the curriculum), gathered from every rank to rank 0, which adds what ``run_parts`` add
+    (the episode means, the clock) and writes it with the run's identity and config. A state
+    with any network that is not finite is refused, so a good checkpoint is never overwritten.
+    """
+
+    def __init__(self, trainer, out: Path, ranks, identity: dict, config_text: str, interval):
+        self.trainer, self.out, self.ranks, self.interval = trainer, Path(out), ranks, interval
+        self.identity, self.config_text = identity, config_text
+        self.rank_parts: list = []  # every rank's: their state goes into each rank's payload
+        self.run_parts: list = []  # rank 0's: their state goes into the file once
+
+    def after_iteration(self, boundary) -> bool:
+        if boundary.last or self.trainer.iteration % self.interval == 0:
+            self.save()
+        return False
+
+    def save(self) -> None:
+        payload = self.trainer.state_dict()
+        for part in self.rank_parts:
+            payload.update(part.state_dict())
+        states = distributed.gather_states(payload, self.ranks)  # every rank's, on rank 0
+        if not self.ranks.main:
+            return
+        if any(nonfinite_weight(s) for s in states):  # never overwrite a good checkpoint
+            raise RunError(
+                f"weights are not finite at step {self.trainer.global_step:,}; the last "
+                f"good checkpoint in {self.out} is kept"
+            )
+        payload = states[0]
+        if self.ranks.enabled:  # the other ranks' states (environments, streams), for a resume
+            payload = {**payload, "rank_states": states[1:]}
+        payload = {**payload, "identity": self.identity, "config": self.config_text}
+        for part in self.run_parts:
+            payload.update(part.state_dict())
+        save(self.out / FILENAME, payload)
+
+    def close(self) -> None:
+        pass
 
 
 class Agent:
@@ -361,7 +410,7 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
     if game is not None and game != config.game.name:
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
     spec = games.get(config.game.name)
-    params = config.game_params()
+    params = config.params
     reached = state.get("curriculum")  # a curriculum run plays in the stage it reached
     if config.curriculum and reached and 0 <= int(reached["stage"]) < len(config.curriculum):
         params = config.stage_params(int(reached["stage"]))

@@ -172,7 +172,6 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
 
     from fasttrain import checkpoint, distributed
     from fasttrain import config as cfg
-    from fasttrain import games as registry
     from fasttrain.rundir import RunLock
     from fasttrain.runner import run as run_training
 
@@ -197,13 +196,10 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
         ):
             if value is not None:
                 flags.setdefault(section, {})[key] = value
+        # --steps and --num-envs: the chosen learner's, on top of everything, once resolved
         learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
-        game_name = cfg.peek([*layers, ("", flags)], "game", "name")
-        chosen = cfg.peek([*layers, ("", flags)], "run", "algo")
-        if learner and isinstance(chosen, str) and game_name in registry.names():
-            # --steps and --num-envs: the chosen learner on the chosen game, on top of everything
-            flags.setdefault("game", {})[game_name] = {chosen: learner}
         config = cfg.build([*layers, ("command line", flags)])
+        config = config.with_learner("command line", **learner)
         run_training(config, out=out, resume=resume)
     except ConfigError as exc:
         if not distributed.launched().main:  # rank 0 says it, once for the run
@@ -289,7 +285,6 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
 
     import fasttrain
     from fasttrain import games as registry
-    from fasttrain.evaluate import choose
 
     if game not in registry.names():
         raise click.BadParameter(
@@ -332,6 +327,16 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
         height, width = frames[0].shape[:2]
         click.echo(f"wrote {gif}: {len(frames)} frames of {width}x{height} at {fps:g} fps")
         return
+    play_in_terminal(env, game, steps, fps, act, generator)
+
+
+def play_in_terminal(env, game: str, steps: int, fps: float, act, generator) -> None:
+    """``steps`` steps of environment 0 as text frames with a status line: redrawn in place
+    at ``fps`` on a terminal, one after another otherwise (a pipe, a file)."""
+    import torch
+
+    from fasttrain.evaluate import choose
+
     interactive = sys.stdout.isatty()
     # with several agents the frame shows the whole world; the status follows agent 0
     who = "" if env.num_agents == 1 else f"agent 0 of {env.num_agents}  "
@@ -444,28 +449,8 @@ def eval_command(
                 )
             )
             if against_bots:
-                policies = registry.get(game).choices.get("bot_policy")
-                if not policies or not params.get("max_bots"):
-                    raise ConfigError(
-                        f"--bots needs a game with bots and room for them; this {game} run has "
-                        "none (max_bots = 0)"
-                    )
-                num_bots = params["num_bots"] or params["max_bots"]
-                for policy in policies:
-                    world = {**params, "bot_policy": policy, "num_bots": num_bots}
-                    label = f"{what} vs {policy} bots"
-                    results.append(
-                        evaluate(
-                            game,
-                            world,
-                            act,
-                            episodes,
-                            num_envs,
-                            seed,
-                            policy=label,
-                            action_repeat=repeat,
-                        )
-                    )
+                play = (act, episodes, num_envs, seed, repeat)
+                results += evaluate_against_bots(game, params, what, *play)
         if random_baseline:  # in the agent's world: the same action repeat
             results.append(
                 evaluate(game, params, None, episodes, num_envs, seed, action_repeat=repeat)
@@ -484,6 +469,29 @@ def eval_command(
         rows = [json_safe(r.as_dict()) for r in results]
         payload = {"game": game, "params": params, "results": rows}
         write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
+
+
+def evaluate_against_bots(game, params, what, act, episodes, num_envs, seed, repeat) -> list:
+    """The agent beside each bot policy of the game (``eval --bots``): one result per policy,
+    with as many bots as the run had (or as there is room for)."""
+    from fasttrain import games as registry
+    from fasttrain.evaluate import evaluate
+
+    policies = registry.get(game).choices.get("bot_policy")
+    if not policies or not params.get("max_bots"):
+        raise ConfigError(
+            f"--bots needs a game with bots and room for them; this {game} run has none "
+            "(max_bots = 0)"
+        )
+    num_bots = params["num_bots"] or params["max_bots"]
+    results = []
+    for policy in policies:
+        world = {**params, "bot_policy": policy, "num_bots": num_bots}
+        label = f"{what} vs {policy} bots"
+        results.append(
+            evaluate(game, world, act, episodes, num_envs, seed, policy=label, action_repeat=repeat)
+        )
+    return results
 
 
 @main.command("sweep")

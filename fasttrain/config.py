@@ -8,21 +8,19 @@ the whole list of the layers below). Every field's docstring is its documentatio
 in config.toml and its ``--set`` help.
 
 Precedence, lowest first: built-in defaults < per-game tuned values (``fasttrain.presets``) <
-the user's ``--config`` file < ``--set`` < command-line flags. The config is built and checked
-once, before any work.
+the user's ``--config`` file < ``--set`` < command-line flags. ``build`` resolves the layers once
+(``Layers``, the one resolver) into a frozen ``Config`` of the chosen game and learner, checked
+before any work; every reader takes that. The TOML writer and the field docs are in
+``fasttrain.configfile``.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
-import inspect
 import math
 import os
 import stat
 import sys
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -34,19 +32,28 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from fasttrain import games
-from fasttrain.curriculum import METRICS, Stage, stage_params
+from fasttrain.curriculum import PROMOTE_METRICS, Stage, stage_params
 from fasttrain.dashboards import WANDB_MODES
-from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES
+from fasttrain.device import AMP_MODES, COMPILE_MODES, DEVICES, device_type
 from fasttrain.distributed import BACKENDS as DIST_BACKENDS
 from fasttrain.errors import ConfigError, reason
 from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
 from fasttrain.learners.common import check_memory
 from fasttrain.models import CORES, MODEL_KINDS, training_nbytes
-from fasttrain.presets import GAME_DEFAULTS, preset
+from fasttrain.presets import GAME_DEFAULTS, preset, preset_source
 from fasttrain.rundir import file_kind
 
-__all__ = ["GAME_DEFAULTS", "Config", "ConfigError", "build", "from_dict", "load", "to_toml"]
+__all__ = [
+    "GAME_DEFAULTS",
+    "Config",
+    "ConfigError",
+    "Layers",
+    "build",
+    "defaults",
+    "from_dict",
+    "load",
+]
 
 
 @dataclass(frozen=True)
@@ -179,15 +186,17 @@ CHOICES = {
     ("model", "kind"): MODEL_KINDS,
     ("model", "activation"): ("tanh", "relu"),
     ("model", "core"): CORES,
-    ("dqn", "loss"): ("huber", "mse"),
     ("log", "wandb"): WANDB_MODES,
 }
 
 
 def choices(section: str, key: str):
-    """The valid values of ``section.key``, or None when any value of its type goes."""
+    """The valid values of ``section.key``, or None when any value of its type goes: a
+    learner's sections take the choices its registration declares."""
     if (section, key) == ("run", "algo"):
         return tuple(LEARNERS)
+    if section in LEARNERS:
+        return LEARNERS[section].choices.get(key)
     return CHOICES.get((section, key))
 
 
@@ -205,168 +214,211 @@ class Layer:
     curriculum: tuple | None = None  # its [[curriculum.stage]] tables; None: it sets none
 
 
-@dataclass(frozen=True)
-class Config:
-    """A resolved run configuration. Build it with ``load`` or ``from_dict``.
+# ------------------------------------------------------------------------------- resolution
 
-    Learner and model settings take this precedence: the dataclass defaults < the game's tuned
-    values (``fasttrain.presets``) < each layer in order (``--config`` file < ``--set`` < command
-    line flags), where inside one layer ``[game.<name>.<learner>]`` beats ``[<learner>]`` and
-    ``[game.<name>.model]`` beats ``[model]``.
+
+@dataclass(frozen=True)
+class Layers:
+    """The checked layers of a run's settings, lowest precedence first, over the built-in
+    defaults and the per-game presets: the one place settings are resolved.
+
+    For a learner section (``ppo``, ``dqn``) or ``model`` on a game: the dataclass defaults <
+    the game's presets < each layer in order, where inside one layer ``[game.<name>.<section>]``
+    beats ``[<section>]``. For the game's params: its defaults < its preset < each layer's
+    ``[game.<name>]``.
     """
 
-    run: RunConfig = field(default_factory=RunConfig)
-    game: GameConfig = field(default_factory=GameConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    """the network of the chosen game (``model_for(game.name)``)"""
-    log: LogConfig = field(default_factory=LogConfig)
-    learners: dict = field(default_factory=dict)
-    """the [<learner>] sections as written (every layer merged), by learner name"""
-    games: dict = field(default_factory=dict)
-    """per game: {"params": {...}, "<learner>": {...}} as written in [game.<name>] tables"""
-    curriculum: tuple = ()
-    """the chosen game's curriculum stages (``fasttrain.curriculum.Stage``), empty for none"""
-    layers: tuple = field(default=(), compare=False, repr=False)
-    """the checked layers this config was built from, lowest precedence first"""
+    items: tuple = ()
+    device: str = "cpu"
+    """the device type the run will have (``fasttrain.device.device_type``): a GPU preset
+    applies on cuda"""
 
-    def __getattr__(self, name):
-        # config.ppo, config.dqn: a learner's section as written (defaults where not set)
-        if not name.startswith("_") and name in LEARNERS:
-            return self.learners.get(name) or LEARNERS[name].config()
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def __iter__(self):
+        return iter(self.items)
 
-    def game_params(self, game: str | None = None):
-        """The params object of ``game`` (default: the chosen one): the game's defaults < its
-        training preset (``fasttrain.presets``) < [game.<name>] of each layer."""
-        game = game or self.game.name
-        values = {**preset(game, "params"), **self.games.get(game, {}).get("params", {})}
-        return games.get(game).make_params(**values)
-
-    def stage_params(self, stage: int):
-        """The chosen game's params in curriculum stage ``stage`` (0-based)."""
-        spec = games.get(self.game.name)
-        return stage_params(spec, self.game_params(), self.curriculum[stage])
-
-    def learner(self, name: str | None = None, game: str | None = None):
-        """The settings learner ``name`` (default: ``run.algo``) uses on ``game`` (default:
-        the chosen one): defaults < the game's presets < each layer, as the class says."""
-        name, game = name or self.run.algo, game or self.game.name
-        values, _ = self._resolve(name, game)
-        return LEARNERS[name].config(**values)
-
-    def model_for(self, game: str | None = None) -> ModelConfig:
-        """The network ``game`` (default: the chosen one) trains: defaults < the game's presets
-        < each layer's ``[model]`` then ``[game.<name>.model]``."""
-        values, _ = self._resolve("model", game or self.game.name)
-        return ModelConfig(**values)
-
-    def _layers(self) -> tuple:
-        if self.layers:
-            return self.layers
-        # built directly (Config(...)): what differs from the defaults counts as set
-        sections = {n: _changed(s) for n, s in self.learners.items()}
-        sections["model"] = _changed(self.model)
-        return (Layer("config", sections, self.games, self.curriculum or None),)
-
-    def _resolve(self, name: str, game: str) -> tuple[dict, dict]:
-        """Values set for learner (or ``model``) ``name`` on ``game`` and where each came
-        from."""
+    def resolve(self, section: str, game: str) -> tuple[dict, dict]:
+        """The values set for learner section (or ``model``) ``section`` on ``game``, and
+        where each came from."""
         values, sources = {}, {}
 
         def apply(table: dict, label: str):
             values.update(table)
             sources.update(dict.fromkeys(table, label))
 
-        apply(preset(game, name), f"{game} preset")
-        for layer in self._layers():
-            apply(layer.sections.get(name, {}), layer.label)
-            specific = layer.games.get(game, {}).get(name, {})
-            apply(specific, f"{layer.label} [game.{game}.{name}]")
+        presets = preset(game, section, self.device)
+        values.update(presets)
+        sources.update({k: preset_source(game, section, k, self.device) for k in presets})
+        for layer in self.items:
+            apply(layer.sections.get(section, {}), layer.label)
+            specific = layer.games.get(game, {}).get(section, {})
+            apply(specific, f"{layer.label} [game.{game}.{section}]")
         return values, sources
 
+    def learner(self, name: str, game: str):
+        """The settings learner ``name`` uses on ``game``."""
+        return LEARNERS[name].config(**self.resolve(name, game)[0])
+
+    def model(self, game: str) -> ModelConfig:
+        """The network ``game`` trains."""
+        return ModelConfig(**self.resolve("model", game)[0])
+
+    def params_sources(self, game: str) -> tuple[dict, dict]:
+        """The params set for ``game`` (its preset, then each layer's [game.<name>]) and where
+        each came from."""
+        values = dict(preset(game, "params", self.device))
+        sources = {k: preset_source(game, "params", k, self.device) for k in values}
+        for layer in self.items:
+            table = layer.games.get(game, {}).get("params", {})
+            values.update(table)
+            sources.update(dict.fromkeys(table, layer.label))
+        return values, sources
+
+    def params(self, game: str):
+        """The params object of ``game``."""
+        return games.get(game).make_params(**self.params_sources(game)[0])
+
+    def section(self, name: str):
+        """``[name]`` as the layers write it, with no preset: the fixed sections (run, game,
+        log) as a run uses them, a learner's or the model's as the base of every game's."""
+        merged: dict = {}
+        for layer in self.items:
+            merged.update(layer.sections.get(name, {}))
+        return SECTIONS[name](**merged)
+
+    def section_sources(self, name: str) -> dict:
+        """Where each key a layer sets in ``[name]`` came from."""
+        sources = {}
+        for layer in self.items:
+            sources.update(dict.fromkeys(layer.sections.get(name, {}), layer.label))
+        return sources
+
+    @property
+    def curriculum(self) -> tuple:
+        """The stages of the highest layer that has any (a layer's list replaces those below)."""
+        stages = ()
+        for layer in self.items:
+            if layer.curriculum is not None:
+                stages = layer.curriculum
+        return stages
+
+    def curriculum_source(self) -> str | None:
+        labels = [layer.label for layer in self.items if layer.curriculum is not None]
+        return labels[-1] if labels else None
+
+
+@dataclass(frozen=True)
+class Config:
+    """A run's settings, resolved once for its game and learner, frozen: what every reader
+    takes. Build it with ``build``, ``load`` or ``from_dict``; ``defaults()`` is the built-in one.
+    """
+
+    run: RunConfig
+    game: GameConfig
+    params: object
+    """the chosen game's params (a frozen dataclass of the game's)"""
+    learner: object
+    """the settings of ``run.algo`` on the chosen game (its config dataclass)"""
+    model: ModelConfig
+    """the chosen game's network"""
+    log: LogConfig
+    curriculum: tuple = ()
+    """the chosen game's curriculum stages (``fasttrain.curriculum.Stage``), empty for none"""
+    sources: Mapping = field(default_factory=dict, compare=False, repr=False)
+    """``"ppo.learning_rate"`` -> where the value came from (``"snake preset"``, ``"--set"``,
+    ...), for every setting a preset, a layer or ``with_learner`` set"""
+    layers: Layers = field(default_factory=Layers, compare=False, repr=False)
+    """what the config was built from: the other games' settings, for ``to_toml``"""
+
+    def stage_params(self, stage: int):
+        """The chosen game's params in curriculum stage ``stage`` (0-based)."""
+        return stage_params(games.get(self.game.name), self.params, self.curriculum[stage])
+
+    def with_learner(self, source: str, **values) -> Config:
+        """This config with learner settings replaced after resolution (``--steps`` and
+        ``--num-envs``), checked again; ``source`` names where they came from."""
+        if not values:
+            return self
+        learner = dataclasses.replace(self.learner, **values)
+        sources = {**self.sources, **{f"{self.run.algo}.{k}": source for k in values}}
+        config = dataclasses.replace(self, learner=learner, sources=sources)
+        validate(config)
+        return config
+
     def overrides(self) -> list[str]:
-        """``key=value (source)`` for each setting of this run that differs from its default:
-        the chosen learner, game params, run, model and log."""
+        """``key=value (source)`` for each setting of this run that a preset, a layer or the
+        command line set: those that differ from the built-in default, and every one the user
+        gave on the command line (``--set``, flags) even where it equals the default."""
+        algo, game = self.run.algo, self.game.name
+        sections = [
+            (algo, self.learner, LEARNERS[algo].config()),
+            ("model", self.model, ModelConfig()),
+            ("run", self.run, RunConfig()),
+            ("log", self.log, LogConfig()),
+            (f"game.{game}", self.params, type(self.params)()),
+        ]
         out = []
-        values, sources = self._resolve(self.run.algo, self.game.name)
-        defaults = LEARNERS[self.run.algo].config()
-        for key, value in values.items():
-            if value != getattr(defaults, key):
-                out.append(f"{self.run.algo}.{key}={value!r} ({sources[key]})")
-        game = self.game.name
-        where = {f"game.{game}.{k}": f"{game} preset" for k in preset(game, "params")}
-        for layer in self._layers():
-            for section, table in layer.sections.items():
-                where.update({f"{section}.{k}": layer.label for k in table})
-            params = layer.games.get(self.game.name, {}).get("params", {})
-            where.update({f"game.{self.game.name}.{k}": layer.label for k in params})
-        values, sources = self._resolve("model", self.game.name)
-        for key, value in values.items():
-            if value != getattr(ModelConfig(), key):
-                out.append(f"model.{key}={value!r} ({sources[key]})")
-        defaults = {"run": RunConfig(), "log": LogConfig()}
-        for section, default in defaults.items():
-            for key, value in dataclasses.asdict(getattr(self, section)).items():
-                if value != getattr(default, key):
-                    out.append(f"{section}.{key}={value!r} ({where.get(f'{section}.{key}')})")
-        params = self.game_params()
-        default_params = type(params)()
-        for key, value in dataclasses.asdict(params).items():
-            if value != getattr(default_params, key):
-                name = f"game.{self.game.name}.{key}"
-                out.append(f"{name}={value!r} ({where.get(name)})")
+        for prefix, values, defaults in sections:
+            for key, value in dataclasses.asdict(values).items():
+                source = self.sources.get(f"{prefix}.{key}")
+                typed = (source or "").startswith(COMMAND_LINE)
+                if value != getattr(defaults, key) or (source is not None and typed):
+                    out.append(f"{prefix}.{key}={value!r} ({source})")
         if self.curriculum:
-            source = [layer.label for layer in self._layers() if layer.curriculum is not None]
-            out.append(f"curriculum={len(self.curriculum)} stages ({source[-1]})")
+            source = self.layers.curriculum_source()
+            out.append(f"curriculum={len(self.curriculum)} stages ({source})")
         return out
 
 
-def _changed(section) -> dict:
-    """Fields of a dataclass instance that differ from the class defaults."""
-    default = type(section)()
-    return {k: v for k, v in dataclasses.asdict(section).items() if v != getattr(default, k)}
+# the labels of what a user typed for this run (flags and --set), listed even when equal to a
+# default
+COMMAND_LINE = ("--set", "command line")
 
 
-# ------------------------------------------------------------------------------- docs
+def defaults() -> Config:
+    """The built-in config: every default and preset, no layer."""
+    return build([])
 
 
-@functools.cache
-def _class_nodes(module: str) -> dict[str, ast.ClassDef]:
-    """The top-level class definitions of a module's source, by name (each module parsed once:
-    ``inspect.getsource`` of a class parses its whole module at every call)."""
-    try:
-        tree = ast.parse(inspect.getsource(sys.modules[module]))
-    except (KeyError, OSError, TypeError, SyntaxError):
-        return {}
-    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-
-
-@functools.cache
-def field_docs(cls) -> dict[str, str]:
-    """The docstring under each dataclass field (CleanRL style), by field name; a field a
-    subclass declares again takes the subclass's (the MinAtar ports over ``MinAtarParams``)."""
-    docs = {}
-    for klass in reversed(cls.__mro__):
-        if klass is not object and dataclasses.is_dataclass(klass):
-            docs.update(_own_field_docs(klass))
-    return docs
-
-
-def _own_field_docs(cls) -> dict[str, str]:
-    """The field docstrings written in ``cls``'s own body."""
-    node = _class_nodes(cls.__module__).get(cls.__qualname__)
-    if node is None:  # not a top-level class of its module's source: parse the class alone
-        try:
-            node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
-        except (OSError, TypeError, SyntaxError):
-            return {}
-    body = node.body
-    docs = {}
-    for node, after in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
-            if isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
-                docs[node.target.id] = after.value.value.strip()
-    return docs
+def build(layers) -> Config:
+    """A validated Config from layers, lowest precedence first: ``(label, dict)`` or Layer."""
+    layers = Layers(
+        tuple(
+            layer if isinstance(layer, Layer) else check_layer(layer[1], layer[0])
+            for layer in layers
+        )
+    )
+    run = layers.section("run")
+    layers = dataclasses.replace(layers, device=device_type(run.device))
+    game, log = layers.section("game"), layers.section("log")
+    if game.name not in games.names():
+        raise ConfigError(f"unknown game {game.name!r}; valid: {', '.join(games.names())}")
+    for layer in layers:
+        for name, entry in layer.games.items():
+            _check_params(name, entry["params"])
+    params_values, params_sources = layers.params_sources(game.name)
+    learner_values, learner_sources = layers.resolve(run.algo, game.name)
+    model_values, model_sources = layers.resolve("model", game.name)
+    sources = {
+        **{f"run.{k}": v for k, v in layers.section_sources("run").items()},
+        **{f"game.{k}": v for k, v in layers.section_sources("game").items()},
+        **{f"log.{k}": v for k, v in layers.section_sources("log").items()},
+        **{f"game.{game.name}.{k}": v for k, v in params_sources.items()},
+        **{f"{run.algo}.{k}": v for k, v in learner_sources.items()},
+        **{f"model.{k}": v for k, v in model_sources.items()},
+    }
+    config = Config(
+        run=run,
+        game=game,
+        params=_check_params(game.name, params_values),
+        learner=LEARNERS[run.algo].config(**learner_values),
+        model=ModelConfig(**model_values),
+        log=log,
+        curriculum=layers.curriculum,
+        sources=sources,
+        layers=layers,
+    )
+    validate(config)
+    return config
 
 
 # ------------------------------------------------------------------------------- loading
@@ -457,7 +509,7 @@ def _stage(k: int, last: bool, table) -> Stage:
     default = Stage()
     metric = values.get("promote_metric", default.promote_metric)
     values["promote_metric"] = check_value(
-        f"{where} promote_metric", default.promote_metric, metric, tuple(METRICS)
+        f"{where} promote_metric", default.promote_metric, metric, tuple(PROMOTE_METRICS)
     )
     for key in ("promote_episodes", "min_steps"):
         values[key] = check_value(f"{where} {key}", 0, values.get(key, getattr(default, key)))
@@ -501,7 +553,7 @@ def check_curriculum(config: Config) -> None:
     different from the stage before; one line naming the stage otherwise."""
     game = config.game.name
     spec = games.get(game)
-    base = config.game_params()
+    base = config.params
     valid = [f.name for f in dataclasses.fields(spec.params_cls)]
     previous = None
     for k, stage in enumerate(config.curriculum, start=1):
@@ -556,47 +608,6 @@ def check_layer(data: dict, label: str = "config") -> Layer:
             table, per_game = _game_tables(table)
         sections[name] = _section_values(name, cls, table)
     return Layer(label, sections, per_game, curriculum)
-
-
-def build(layers) -> Config:
-    """A validated Config from layers, lowest precedence first: ``(label, dict)`` or Layer."""
-    layers = tuple(
-        layer if isinstance(layer, Layer) else check_layer(layer[1], layer[0]) for layer in layers
-    )
-    merged: dict = {}
-    per_game: dict = {}
-    curriculum = ()
-    for layer in layers:
-        if layer.curriculum is not None:  # a layer's stages replace the list below it
-            curriculum = layer.curriculum
-        for section, table in layer.sections.items():
-            merged.setdefault(section, {}).update(table)
-        for game, entry in layer.games.items():
-            target = per_game.setdefault(game, {"params": {}})
-            for key, table in entry.items():
-                target.setdefault(key, {}).update(table)
-    kwargs = {name: cls(**merged.get(name, {})) for name, cls in FIXED_SECTIONS.items()}
-    learners = {name: LEARNERS[name].config(**merged[name]) for name in LEARNERS if name in merged}
-    config = Config(
-        **kwargs, learners=learners, games=per_game, curriculum=curriculum, layers=layers
-    )
-    if config.game.name in games.names():  # the chosen game's network, presets applied
-        config = dataclasses.replace(config, model=config.model_for())
-    if config.game.name not in games.names():
-        raise ConfigError(f"unknown game {config.game.name!r}; valid: {', '.join(games.names())}")
-    for game, entry in per_game.items():
-        _check_params(game, entry["params"])
-    validate(config)
-    return config
-
-
-def peek(layers, section: str, key: str):
-    """The value ``section.key`` takes in raw ``(label, dict)`` layers, or its default."""
-    for _, data in reversed(list(layers)):
-        table = data.get(section) if isinstance(data, dict) else None
-        if isinstance(table, dict) and key in table:
-            return table[key]
-    return getattr(FIXED_SECTIONS[section](), key)
 
 
 def from_dict(data: dict, label: str = "config") -> Config:
@@ -696,8 +707,10 @@ def validate(config: Config) -> None:
     Each learner's settings are checked as they apply to the chosen game: presets and every
     layer folded in, since a value is only wrong where it is used.
     """
-    for name, learner in LEARNERS.items():
-        learner.validate(config.learner(name), name)
+    game = config.game.name
+    for name, learner in LEARNERS.items():  # every learner's settings as they apply here
+        used = config.learner if name == config.run.algo else config.layers.learner(name, game)
+        learner.validate(used, name)
     for key in ("torch_threads", "numba_threads"):
         if getattr(config.run, key) < 0:
             raise ConfigError(f"run.{key} must be >= 0")
@@ -717,7 +730,7 @@ def validate(config: Config) -> None:
     if config.log.csv_every < 1:
         raise ConfigError(f"log.csv_every must be >= 1, got {config.log.csv_every}")
     spec = games.get(config.game.name)
-    obs_shape = tuple(spec.obs_shape(config.game_params()))
+    obs_shape = tuple(spec.obs_shape(config.params))
     if config.run.action_repeat > 1 and spec.agent_game:
         raise ConfigError(
             f"run.action_repeat = {config.run.action_repeat} needs a single-agent game; "
@@ -747,7 +760,7 @@ def validate(config: Config) -> None:
                 f"({', '.join(recurrent)}), not run.algo = {config.run.algo!r}; "
                 "set model.core = 'none'"
             )
-        learner.check_model(config.learner(), config.model, config.run.algo)
+        learner.check_model(config.learner, config.model, config.run.algo)
     if config.run.dist_timeout_s <= 0:
         raise ConfigError(f"run.dist_timeout_s must be > 0, got {config.run.dist_timeout_s}")
     if config.log.interval_s <= 0:
@@ -755,92 +768,3 @@ def validate(config: Config) -> None:
     if config.log.replay_steps < 1:
         raise ConfigError(f"log.replay_steps must be >= 1, got {config.log.replay_steps}")
     check_curriculum(config)
-
-
-# ------------------------------------------------------------------------------- writing
-
-
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dict):  # an inline table: a stage's params
-        items = ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items())
-        return f"{{ {items} }}" if items else "{}"
-    return str(value)
-
-
-def _table(lines: list, name: str, values: dict, docs: dict, array: bool = False):
-    lines += ["", f"[[{name}]]" if array else f"[{name}]"]
-    width = max((len(f"{k} = {_toml_value(v)}") for k, v in values.items()), default=0)
-    for key, value in values.items():
-        text = f"{key} = {_toml_value(value)}"
-        doc = " ".join(docs.get(key, "").split())  # a comment stays on its line
-        lines.append(f"{text.ljust(width)}  # {doc}" if doc else text)
-
-
-def to_toml(config: Config, header: str = "") -> str:
-    """The config as TOML with a comment per key (config.toml and a run's resolved config).
-
-    ``[game.<name>.<learner>]`` holds what differs, on that game, from ``[<learner>]``: the
-    presets and per-game settings, resolved, so reading the text back gives the same settings
-    for every game.
-    """
-    lines = [header.rstrip()] if header else []
-    for name, cls in SECTIONS.items():
-        section = dataclasses.asdict(getattr(config, name))
-        _table(lines, name, section, field_docs(cls))
-        if name != "game":
-            continue
-        written_model = dataclasses.asdict(config.model)
-        for game in games.names():
-            params = dataclasses.asdict(config.game_params(game))
-            _table(lines, f"game.{game}", params, field_docs(games.get(game).params_cls))
-            for learner in LEARNERS.values():
-                written = dataclasses.asdict(getattr(config, learner.name))
-                used = dataclasses.asdict(config.learner(learner.name, game))
-                differs = {k: v for k, v in used.items() if v != written[k]}
-                if differs:
-                    _table(
-                        lines, f"game.{game}.{learner.name}", differs, field_docs(learner.config)
-                    )
-            used = dataclasses.asdict(config.model_for(game))
-            differs = {k: v for k, v in used.items() if v != written_model[k]}
-            if differs:
-                _table(lines, f"game.{game}.model", differs, field_docs(ModelConfig))
-    docs = field_docs(Stage)
-    for stage in config.curriculum:
-        values = {k: v for k, v in dataclasses.asdict(stage).items() if v is not None}
-        _table(lines, "curriculum.stage", values, docs, array=True)
-    if not config.curriculum and header:  # the keys, documented, for config.toml's readers
-        lines += ["", CURRICULUM_HELP.rstrip()]
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-CONFIG_HEADER = """\
-# fasttrain configuration: every key with its default. The code holds the same defaults
-# (tests/fasttrain/test_config.py checks it), so no file is needed to run.
-# Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
-# [game.<name>] sets that game's parameters (shown with the values the game trains with: its own
-# defaults and its preset); [game.<name>.ppo], [game.<name>.dqn] and [game.<name>.model]
-# override [ppo], [dqn] and [model] for that game."""
-
-
-CURRICULUM_HELP = """\
-# [[curriculum.stage]]: none by default. Ordered stages of game-param overrides, changed between
-# iterations without recompiling (see fasttrain/curriculum.py), one table per stage, e.g.
-#   [[curriculum.stage]]
-#   params = { num_bots = 2 }        # on top of [game.<name>]; no param that sets buffer shapes
-#   promote_at = 3.0                 # the mean that promotes (every stage but the last)
-#   promote_metric = "charts/score"  # or charts/episodic_return, charts/episodic_length
-#   promote_episodes = 100           # episodes the mean covers (at least)
-#   min_steps = 0                    # agent steps spent in the stage before a promotion
-#   [[curriculum.stage]]
-#   params = { num_bots = 8, bot_policy = "greedy" }"""
-
-
-if __name__ == "__main__":  # regenerate the repository's config.toml: python -m fasttrain.config
-    print(to_toml(Config(), CONFIG_HEADER), end="")

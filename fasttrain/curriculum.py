@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fasttrain.errors import ConfigError
 
 # promote_metric -> the key of env.stats() it reads; the names are metrics.csv's columns
-METRICS = {
+PROMOTE_METRICS = {
     "charts/score": "score",
     "charts/episodic_return": "return",
     "charts/episodic_length": "length",
@@ -116,7 +116,8 @@ class Curriculum:
             return None  # the last stage: nothing to promote to, nothing to track
         stage = self.stages[self.stage]
         if stats.get("episodes", 0) > 0:
-            self.batches.append((float(stats[METRICS[stage.promote_metric]]), stats["episodes"]))
+            mean = float(stats[PROMOTE_METRICS[stage.promote_metric]])
+            self.batches.append((mean, stats["episodes"]))
             # drop the oldest batches the window can do without
             count = sum(n for _, n in self.batches)
             while count - self.batches[0][1] >= stage.promote_episodes:
@@ -158,3 +159,25 @@ class Curriculum:
         self.stage_start = int(state["stage_start"])
         self.batches = deque((float(mean), int(n)) for mean, n in state["batches"])
         self.apply()
+
+
+class Promoter:
+    """The curriculum as a part of a run (see ``fasttrain.runner``): after each iteration it
+    records the stage the iteration played in, feeds it the iteration's episode stats and notes
+    a promotion for the console; its state goes into every checkpoint."""
+
+    def __init__(self, curriculum: Curriculum):
+        self.curriculum = curriculum
+
+    def after_iteration(self, boundary) -> bool:
+        boundary.stage = self.curriculum.stage  # the one this iteration played in
+        promotion = self.curriculum.update(boundary.stats, boundary.trainer.global_step)
+        if promotion is not None:
+            boundary.notes.append(str(promotion))
+        return False
+
+    def state_dict(self) -> dict:
+        return {"curriculum": self.curriculum.state_dict()}
+
+    def close(self) -> None:
+        pass

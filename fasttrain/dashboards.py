@@ -1,9 +1,10 @@
-"""Dashboards people already use: TensorBoard and Weights & Biases, fed the metrics.csv rows.
+"""Where a run's metrics rows go: ``metrics.csv`` (``CsvSink``, always), and the dashboards
+people already use, TensorBoard and Weights & Biases.
 
-Both are optional extras and both are off by default (``log.tensorboard``, ``log.wandb``). A run
-that asks for one whose package is missing fails before any work with one line naming the extra
-(``check``). Each sink gets exactly the rows metrics.csv gets, with ``global_step`` as the step,
-so the dashboards and the CSV never disagree:
+The dashboards are optional extras and both are off by default (``log.tensorboard``,
+``log.wandb``). A run that asks for one whose package is missing fails before any work with one
+line naming the extra (``check``). Each sink gets exactly the rows metrics.csv gets, with
+``global_step`` as the step, so the dashboards and the CSV never disagree:
 
 - TensorBoard: ``RUN_DIR/tensorboard/`` through ``torch.utils.tensorboard`` (extra
   ``tensorboard``); a resumed run appends to the same folder, and its steps continue.
@@ -15,13 +16,15 @@ so the dashboards and the CSV never disagree:
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
 import re
 import secrets
 from pathlib import Path
 
-from fasttrain.errors import ConfigError
-from fasttrain.rundir import check_regular, write_atomic
+from fasttrain.errors import ConfigError, RunError
+from fasttrain.rundir import check_regular, open_text, write_atomic
 
 WANDB_MODES = ("off", "offline", "online")
 WANDB_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"  # W&B's own run ids
@@ -46,6 +49,58 @@ def check(log) -> None:
                 f"{setting} needs the {module} package: pip install 'fasttrain[{extra}]' "
                 f"(or turn it off)"
             )
+
+
+class CsvSink:
+    """``metrics.csv``: CleanRL's column names, a row per ``write``, flushed at once. On resume
+    the rows past the checkpoint (which the resumed run writes again) and a last row cut short
+    are dropped first, and rows keep the file's columns."""
+
+    def __init__(self, path: Path, resume_step: int | None = None):
+        self.path = Path(path)
+        self.columns = None if resume_step is None else trim_metrics(self.path, resume_step)
+        self.file = open_text(self.path, append=bool(self.columns))
+        self.writer = None  # made at the first row: its columns follow the learner's losses
+
+    def write(self, row: dict) -> None:
+        if self.writer is None:
+            columns = self.columns or list(row)
+            self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
+            if self.columns is None:
+                self.writer.writeheader()
+        try:
+            self.writer.writerow(row)
+            self.file.flush()
+        except OSError as exc:  # a full disk: say so, keep the last checkpoint
+            raise RunError(
+                f"{exc.strerror.lower()} writing {self.path}; the last checkpoint in "
+                f"{self.path.parent} is intact"
+            ) from None
+
+    def close(self) -> None:
+        try:
+            self.file.close()
+        except OSError:  # rows that could not be written were reported
+            pass
+
+
+def trim_metrics(path: Path, global_step: int) -> list[str] | None:
+    """Drop rows of ``path`` past ``global_step`` (a resume repeats them) and a last row cut
+    short (a full disk or a kill mid-write); returns the header (None: no file, or empty)."""
+    if not check_regular(path, "read"):
+        return None
+    text = path.read_text()
+    complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    rows = list(csv.reader(io.StringIO(complete)))
+    if not rows:
+        return None
+    header, body = rows[0], rows[1:]
+    kept = [row for row in body if len(row) == len(header) and int(float(row[0])) <= global_step]
+    if len(kept) != len(body) or complete != text:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([header, *kept])
+        write_atomic(path, out.getvalue())
+    return header
 
 
 def _number(value):

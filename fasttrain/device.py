@@ -54,6 +54,17 @@ def resolve_device(name: str) -> Device:
     return Device(torch.device(name), name)
 
 
+def device_type(name: str) -> str:
+    """The device type ``run.device`` will resolve to, without failing: ``cuda`` for cuda (the
+    run itself says what is missing), and for ``auto`` where a GPU serves kernels and torch;
+    else ``cpu``. Presets are chosen by it."""
+    if name == "cuda":
+        return "cuda"
+    if name == "auto" and torch.cuda.is_available() and cuda_available():
+        return "cuda"
+    return "cpu"
+
+
 def cpu_flags() -> set[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
     try:
@@ -78,9 +89,7 @@ def native_bf16(device: Device) -> bool:
     return False
 
 
-# On a CPU, bf16 pays off only for matrices this wide or wider: measured on a Zen 4 core
-# (AVX512-BF16), it made Snake's 128-wide MLP ~30% faster per step and CartPole's 64-wide one
-# ~25% slower (the casts cost more than the smaller multiplications save).
+# On a CPU bf16 pays off only for layers this wide or wider (docs/performance.md#bf16-on-the-cpu)
 CPU_BF16_MIN_WIDTH = 128
 
 
@@ -98,15 +107,9 @@ def resolve_amp(amp: str, device: Device, width: int | None = None) -> str:
     return amp
 
 
-# run.compile = "auto" compiles PPO runs of this many steps or more on the CPU. Measured on Snake
-# (22M-step default, 2-core Intel Xeon, fp32): torch.compile costs ~17 s once, then training runs
-# at ~75k steps/s against ~55k eager, so score 20 came after 98 and 80 s against 161 and 157 s
-# eager (seeds 0 and 1); a short run spends most of its time compiling (CartPole's 150k steps
-# take ~2 s eager).
+# run.compile = "auto" compiles runs of this many steps or more with layers this wide or narrower
+# (docs/performance.md#torchcompile)
 COMPILE_MIN_STEPS = 2_000_000
-# ... and networks this wide or narrower. Same machine, steps/s eager -> compiled: the arena's
-# 128 units 78k -> 112k, Asterix's 256 units 21.0k -> 24.0k, Breakout's 512 units 11.7k -> 11.6k
-# (its matrix products dominate, which compiling does not make faster).
 COMPILE_MAX_WIDTH = 256
 
 
@@ -131,21 +134,22 @@ def resolve_compile(
     mode: str,
     device: Device,
     steps: int,
-    learner: str = "ppo",
+    learner_pays: bool = True,
     recurrent: bool = False,
     width: int = 128,
 ) -> str:
     """``run.compile`` to the ``torch.compile`` mode used (``off``: eager). ``auto`` is
-    ``default`` for a feed-forward PPO run of ``COMPILE_MIN_STEPS`` steps or more with layers
-    at most ``COMPILE_MAX_WIDTH`` wide, on a CPU where a C++ compiler is found and this torch
-    compiles on this Python; ``off`` elsewhere (short runs, wide networks, DQN and recurrent
-    policies, which were not measured faster, and GPUs, not measured). The other modes are
-    taken as given."""
+    ``default`` for a feed-forward run of a learner that compiling pays for (``learner_pays``:
+    ``Learner.auto_compile``) of ``COMPILE_MIN_STEPS`` steps or more with layers at most
+    ``COMPILE_MAX_WIDTH`` wide, on a CPU where a C++ compiler is found and this torch compiles
+    on this Python; ``off`` elsewhere (short runs, wide networks, learners and recurrent
+    policies not measured faster, and GPUs, not measured). The other modes are taken as
+    given."""
     if mode not in COMPILE_MODES:
         raise ConfigError(f"unknown run.compile {mode!r}; valid: {', '.join(COMPILE_MODES)}")
     if mode != "auto":
         return mode
-    pays = steps >= COMPILE_MIN_STEPS and width <= COMPILE_MAX_WIDTH
-    if device.type != "cpu" or not pays or learner != "ppo" or recurrent:
+    pays = steps >= COMPILE_MIN_STEPS and width <= COMPILE_MAX_WIDTH and learner_pays
+    if device.type != "cpu" or not pays or recurrent:
         return "off"
     return "default" if cpp_compiler() and dynamo_supported() else "off"

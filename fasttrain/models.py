@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fasttrain import cores
+from fasttrain import recurrent
 
 MODEL_KINDS = ("auto", "mlp", "cnn")
 CORES = ("none", "lstm", "gru")
@@ -130,8 +130,8 @@ class RecurrentActorCritic(ActorCritic):
         GRU)."""
         c = self.core
         if self.core_kind == "lstm":
-            return cores.lstm_step(gx, h, cell, c.weight_hh)
-        return cores.gru_step(gx, h, c.weight_hh, c.bias_hh), None
+            return recurrent.lstm_step(gx, h, cell, c.weight_hh)
+        return recurrent.gru_step(gx, h, c.weight_hh, c.bias_hh), None
 
     def _split(self, state: torch.Tensor):
         """``(h, cell)`` views of a state (cell None for a GRU)."""
@@ -164,7 +164,7 @@ class RecurrentActorCritic(ActorCritic):
         # the recurrence in float32 (under bf16 autocast too: errors would compound over steps)
         with torch.autocast(gx.device.type, enabled=False):
             gx = gx.float().reshape(steps, rows, -1)
-            hidden = cores.replay(gx, h, cell, keep, self.core.weight_hh, self.core.bias_hh)
+            hidden = recurrent.replay(gx, h, cell, keep, self.core.weight_hh, self.core.bias_hh)
         return self.actor(hidden), self.critic(hidden).squeeze(-1)
 
     def value(self, obs: torch.Tensor, state=None) -> torch.Tensor:
@@ -215,10 +215,24 @@ def _encoder(obs_shape, obs_dtype, model, device, categories: int) -> ObsEncoder
     return ObsEncoder(uint8_input, categories, channels_first=cnn)
 
 
-def make_torso(obs_shape, model, device="cpu", categories: int = 0) -> nn.Module:
+def make_torso(
+    obs_shape, model, device="cpu", categories: int = 0, layer_norm: bool = False
+) -> nn.Module:
     """The shared body chosen by the ``[model]`` config: an MLP or a small CNN; ``categories``
-    > 0 means observations are codes the encoder one-hots first."""
+    > 0 means observations are codes the encoder one-hots first. ``layer_norm`` normalises
+    every hidden layer before its activation (PQN's stabiliser): ``LayerNorm`` after a linear
+    layer, ``GroupNorm`` with one group (a LayerNorm over the whole feature map) after a
+    convolution."""
     kind = _kind(obs_shape, model, device, categories)
+
+    def norm(layer: nn.Module, width: int) -> list[nn.Module]:
+        if not layer_norm:
+            return [layer]
+        return [
+            layer,
+            nn.GroupNorm(1, width) if isinstance(layer, nn.Conv2d) else nn.LayerNorm(width),
+        ]
+
     if categories:  # the one-hot adds a channel axis (first, for the CNN) or a last axis
         obs_shape = (categories, *obs_shape) if kind == "cnn" else (*obs_shape, categories)
     if kind == "cnn":
@@ -226,19 +240,21 @@ def make_torso(obs_shape, model, device="cpu", categories: int = 0) -> nn.Module
         c = model.channels
         convs: list[nn.Module] = []
         for k in range(model.layers):  # 3x3 convolutions that keep the grid's size
-            convs += [layer_init(nn.Conv2d(channels if k == 0 else c, c, 3, padding=1)), nn.ReLU()]
+            conv = layer_init(nn.Conv2d(channels if k == 0 else c, c, 3, padding=1))
+            convs += [*norm(conv, c), nn.ReLU()]
         return nn.Sequential(
             *convs,
             nn.Flatten(),
-            layer_init(nn.Linear(c * height * width, model.hidden)),
+            *norm(layer_init(nn.Linear(c * height * width, model.hidden)), model.hidden),
             nn.ReLU(),
         )
     if kind == "mlp":
         size = int(np.prod(obs_shape))
         layers: list[nn.Module] = [nn.Flatten()]
         for k in range(model.layers):
+            linear = layer_init(nn.Linear(size if k == 0 else model.hidden, model.hidden))
             layers += [
-                layer_init(nn.Linear(size if k == 0 else model.hidden, model.hidden)),
+                *norm(linear, model.hidden),
                 nn.Tanh() if model.activation == "tanh" else nn.ReLU(),
             ]
         return nn.Sequential(*layers)
@@ -280,8 +296,10 @@ def make_q_network(
     device="cpu",
     dueling: bool = False,
     obs_categories: int = 0,
+    layer_norm: bool = False,
 ) -> QNetwork:
-    """The Q-network of the ``[model]`` config (see ``make_torso``)."""
+    """The Q-network of the ``[model]`` config (see ``make_torso``; ``layer_norm`` after each
+    hidden layer)."""
     encoder = _encoder(obs_shape, obs_dtype, model, device, obs_categories)
-    torso = make_torso(obs_shape, model, device, obs_categories)
+    torso = make_torso(obs_shape, model, device, obs_categories, layer_norm)
     return QNetwork(torso, model.hidden, num_actions, encoder, dueling).to(device)

@@ -25,6 +25,9 @@ MINATAR = {
         "update_epochs": 4,
         "ent_coef": 0.03,
     },
+    # PQN: purejaxql's MinAtar settings (128 envs x 32 steps, 2 epochs x 32 minibatches, lr 5e-4
+    # annealed, lambda 0.65, epsilon 1 -> 0.05 over the first 10%: the [pqn] defaults), 10M steps
+    "pqn": {"total_timesteps": 10_000_000},
 }
 
 GAME_DEFAULTS: dict[str, dict[str, dict]] = {
@@ -45,6 +48,15 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "gamma": 0.995,
             "gae_lambda": 0.9,
             "ent_coef": 0.03,
+        },
+        # PQN on 12x12 Snake (2 busy CPU cores, one thread, 3M-step checks, seed 0): 16
+        # minibatches of 1024 ended at 8.0 (lr 1e-3) and 8.5 (lr 2e-3), 4 minibatches at 2.8,
+        # 32 at 8.5 in twice the time, q_lambda 0.3 at 2.7, gamma 0.995 with q_lambda 0.8 at 6.9
+        "pqn": {
+            "total_timesteps": 20_000_000,
+            "num_envs": 512,
+            "num_minibatches": 16,
+            "learning_rate": 2e-3,
         },
         # 12x12 Snake on 2 CPU cores (Xeon with AMX, bf16 update): mean score ~9 after 10M
         # steps in ~85 s at ~115k SPS, where the earlier 64 envs with 256-sample batches (4
@@ -89,6 +101,7 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
         "params": {"minimal_action_set": True},
         "model": {**MINATAR["model"], "hidden": 512},
         "ppo": dict(MINATAR["ppo"]),
+        "pqn": dict(MINATAR["pqn"]),
     },
     "cartpole": {
         # core_size: a recurrent core (model.core) as wide as the torso
@@ -105,6 +118,20 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "gamma": 0.98,
             "ent_coef": 0.0,
         },
+        # `fasttrain sweep` on the time to 475 and on the final return, then 8 seeds on 2 busy
+        # CPU cores (AMD EPYC): 475 after 0.7-2.3 s of training (median 1.3 s), every seed at 500
+        # at the end of the 200k steps (~5 s); q_lambda 0.9 kept the runs that reached 500
+        # there, where 0.54-0.74 let 1-3 seeds in 8 fall back to 120-380
+        "pqn": {
+            "total_timesteps": 200_000,
+            "num_envs": 16,  # x 32 steps (the default)
+            "num_minibatches": 2,
+            "update_epochs": 3,
+            "learning_rate": 4.7e-3,
+            "gamma": 0.98,
+            "q_lambda": 0.9,
+            "exploration_fraction": 0.14,
+        },
         # passes tests/fasttrain/test_dqn.py's learning test
         "dqn": {
             "num_envs": 16,
@@ -120,7 +147,23 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
 }
 
 
-def preset(game: str, learner: str) -> dict:
+# Presets for a run on a GPU, laid over the game's own where the run's device is cuda (more
+# environments and a larger batch pay there). None is set yet: each needs a GPU to measure its
+# time to score on (python -m fasttrain.bench.scale, .ci/gpu), and no GPU was at hand.
+GPU_DEFAULTS: dict[str, dict[str, dict]] = {}
+
+
+def preset(game: str, learner: str, device: str = "cpu") -> dict:
     """The tuned settings of ``learner`` (or ``"model"``, or ``"params"``: the game's own
-    parameters) on ``game``; empty when there are none."""
-    return GAME_DEFAULTS.get(game, {}).get(learner, {})
+    parameters) on ``game``, with the GPU preset over them on ``device`` cuda; empty when
+    there are none."""
+    values = GAME_DEFAULTS.get(game, {}).get(learner, {})
+    if device == "cuda":
+        values = {**values, **GPU_DEFAULTS.get(game, {}).get(learner, {})}
+    return values
+
+
+def preset_source(game: str, learner: str, key: str, device: str = "cpu") -> str:
+    """``"snake preset"``, or ``"snake gpu preset"`` for a value the GPU preset sets."""
+    gpu = device == "cuda" and key in GPU_DEFAULTS.get(game, {}).get(learner, {})
+    return f"{game} gpu preset" if gpu else f"{game} preset"

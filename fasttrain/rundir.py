@@ -15,6 +15,7 @@ import fcntl
 import os
 import re
 import stat
+import time
 from pathlib import Path
 
 from fasttrain.errors import RunError, reason
@@ -113,6 +114,7 @@ def write_atomic(path, data, what: str | None = None) -> None:
             os.fsync(fd)  # the bytes are on disk before the rename makes them the file
         finally:
             os.close(fd)
+        _pause_for_tests(path)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -137,6 +139,21 @@ def open_text(path, append: bool):
         os.close(fd)
         raise RunError(f"cannot write {path}: not a regular file")
     return os.fdopen(fd, "a" if append else "w", newline="")
+
+
+# Tests only: FASTTRAIN_TEST_PAUSE_BEFORE_RENAME=NAME:K holds the K-th write of a file named
+# NAME between its finished temp file and the rename, so a test can kill the writer there
+PAUSE_BEFORE_RENAME = "FASTTRAIN_TEST_PAUSE_BEFORE_RENAME"
+_writes: dict = {}
+
+
+def _pause_for_tests(path: Path) -> None:
+    name, _, count = os.environ.get(PAUSE_BEFORE_RENAME, "").partition(":")
+    if name != path.name:
+        return
+    _writes[name] = _writes.get(name, 0) + 1
+    if _writes[name] == int(count or 1):
+        time.sleep(3600)  # the test kills the process here
 
 
 def fsync_folder(folder: Path) -> None:

@@ -5,80 +5,40 @@ written atomically, SIGINT and SIGTERM stop the run at an iteration boundary wit
 and weights that are not finite are never saved. The same seed gives the same metrics.csv
 (all columns but time and SPS): rows are written every ``log.csv_every`` iterations.
 
-With a curriculum (``[[curriculum.stage]]``) the episode stats are read after every iteration
-and feed both the promotion rule and the next metrics row; a promotion changes the game's params
-between iterations, and the checkpoint carries the stage so a resumed run continues bit for bit.
+The loop (``_train``) is one screen: ``trainer.iterate()``, then the run's parts, in order, at
+each iteration boundary. A part is a small object with ``after_iteration(boundary) -> bool``
+(true: end the run after this boundary) and ``close()``; one with ``state_dict()`` adds to the
+checkpoint. In order: the progress bar, the NaN guard, the episode statistics, the curriculum,
+the metrics row, its sinks (metrics.csv, dashboards, ``on_row``), the console line, the
+checkpointer and the stop signals.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
 import json
 import math
 import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
-from fasttrain import checkpoint, dashboards, distributed
+from fasttrain import checkpoint, dashboards, distributed, metrics
 from fasttrain import config as cfg
-from fasttrain.config import CONFIG_HEADER, Config, to_toml
-from fasttrain.curriculum import Curriculum
+from fasttrain.config import Config
+from fasttrain.configfile import CONFIG_HEADER, to_toml
+from fasttrain.curriculum import Curriculum, Promoter
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.learners import LEARNERS
-from fasttrain.rundir import RunLock, check_regular, check_writable, open_text, write_atomic
+from fasttrain.metrics import STAGE_COLUMN  # noqa: F401 - the column's name, for readers
+from fasttrain.rundir import RunLock, check_writable, write_atomic
+from fasttrain.startup import EXIT_CODES
 
-# The columns of a PPO run's metrics.csv; other learners put their own losses/... in the middle.
-METRICS = (
-    "global_step",
-    "time_s",
-    "sps",
-    "charts/episodic_return",
-    "charts/episodic_length",
-    "charts/score",
-    "charts/learning_rate",
-    "losses/policy_loss",
-    "losses/value_loss",
-    "losses/entropy",
-    "losses/approx_kl",
-    "losses/clipfrac",
-    "losses/skipped_updates",
-    "time/env",
-    "time/forward",
-    "time/learn",
-    "time/other",
-)
-# Short names of loss columns in the log line; other keys print their last path component.
-SHORT = {
-    "losses/policy_loss": "pg",
-    "losses/value_loss": "v",
-    "losses/entropy": "ent",
-    "losses/approx_kl": "kl",
-    "losses/clipfrac": "clip",
-    "losses/td_loss": "td",
-    "losses/q_values": "q",
-    "charts/epsilon": "eps",
-    "losses/skipped_updates": "skipped",
-}
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
-NO_EPISODE = {"return": math.nan, "length": math.nan, "score": math.nan}
 REPLAY_FPS = 20  # frames per second of a run's replay.gif
-STAGE_COLUMN = "curriculum/stage"  # 1-based stage the row's last iteration played in
-
-
-def combine(batches: list[dict]) -> dict:
-    """Episode means over ``env.stats()`` batches, weighted by their episode counts (one batch
-    as it is, so a row of one batch is exactly what the env reported)."""
-    if len(batches) == 1:
-        return {k: batches[0][k] for k in NO_EPISODE}
-    count = sum(b["episodes"] for b in batches)
-    return {k: sum(b[k] * b["episodes"] for b in batches) / count for k in NO_EPISODE}
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -130,45 +90,7 @@ def json_safe(value):
     return value if not isinstance(value, float) or math.isfinite(value) else None
 
 
-def duration(seconds: float) -> str:
-    """``seconds`` as ``1h02m``, ``3m07s`` or ``42s``."""
-    seconds = max(0, round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
-def eta(trainer, planned: int, first_step: int, start: float, now: float) -> str:
-    """``"ETA 3m07s | "``: the time the run's remaining steps take at its mean speed since
-    this process started (empty before a step, and at the end)."""
-    done, left = trainer.global_step - first_step, planned - trainer.global_step
-    if done <= 0 or left <= 0 or now <= start:
-        return ""
-    return f"ETA {duration(left * (now - start) / done)} | "
-
-
-def trim_metrics(path: Path, global_step: int) -> list[str] | None:
-    """Drop rows of ``path`` past ``global_step`` (a resume repeats them) and a last row cut
-    short (a full disk or a kill mid-write); returns the header."""
-    if not check_regular(path, "read"):
-        return None
-    text = path.read_text()
-    complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
-    rows = list(csv.reader(io.StringIO(complete)))
-    if not rows:
-        return None
-    header, body = rows[0], rows[1:]
-    kept = [row for row in body if len(row) == len(header) and int(float(row[0])) <= global_step]
-    if len(kept) != len(body) or complete != text:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows([header, *kept])
-        write_atomic(path, out.getvalue())
-    return header
-
-
-def pictures(config: Config, trainer, out: Path, echo) -> None:
+def pictures(config: Config, out: Path, echo) -> None:
     """At a run's end: ``curves.png`` (``log.curves``, when matplotlib is installed) and
     ``replay.gif`` of the final policy (``log.replay``). A picture that cannot be made is
     reported in one line; the run's results stand."""
@@ -199,6 +121,230 @@ def pictures(config: Config, trainer, out: Path, echo) -> None:
             echo(f"replay: {path} ({len(frames)} frames)")
         except Exception as exc:  # noqa: BLE001
             echo(f"warning: replay.gif not written: {str(exc).splitlines()[0]}")
+
+
+# ------------------------------------------------------------------------------- the parts
+
+
+@dataclass
+class Boundary:
+    """One iteration boundary, as the parts see it (each may add to it for the next ones)."""
+
+    trainer: object
+    losses: dict
+    now: float  # perf_counter at the boundary
+    last: bool  # the run ends here (its last iteration, a stop signal, on_row)
+    signum: int | None  # the stop signal every rank agreed on, if any
+    row_due: bool  # a metrics row is written at this boundary
+    stats: dict = field(default_factory=dict)  # this iteration's episode stats, when read
+    stage: int | None = None  # the curriculum stage this iteration played in
+    row: dict | None = None  # the metrics row, when due
+    split: dict | None = None  # where the time went since the last row
+    notes: list = field(default_factory=list)  # lines to print after the console line
+
+
+class Clock:
+    """Training seconds: since this process's first iteration, plus those of the run before a
+    resume (``time_s`` in the checkpoint)."""
+
+    def __init__(self, state: dict | None):
+        self.start = time.perf_counter()
+        self.offset = state.get("time_s", 0.0) if state else 0.0
+
+    def time_s(self, now: float | None = None) -> float:
+        return self.offset + (now if now is not None else time.perf_counter()) - self.start
+
+    def state_dict(self) -> dict:
+        return {"time_s": self.time_s()}
+
+
+class ProgressBar:
+    """click's progress bar over the steps this process takes (stdout a terminal only)."""
+
+    def __init__(self, trainer, planned: int):
+        self.trainer, self.step = trainer, trainer.global_step
+        label = "training" if not self.step else f"training from step {self.step:,}"
+        self.bar = click.progressbar(length=planned - self.step, label=label, show_eta=True)
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        self.bar.update(self.trainer.global_step - self.step)
+        self.step = self.trainer.global_step
+        return False
+
+    def close(self) -> None:
+        self.bar.render_finish()
+
+
+class NanGuard:
+    """Stops the run in one line after ``patience`` optimizer updates in a row were skipped
+    for a non-finite loss or gradient (the learners skip each one; this counts them)."""
+
+    def __init__(self, trainer, patience: int, out: Path):
+        self.trainer, self.patience, self.out = trainer, patience, out
+        self.in_a_row, self.updates = 0, trainer.ctx.updates
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        skipped = int(boundary.losses.get("losses/skipped_updates", 0))
+        updates, self.updates = self.trainer.ctx.updates - self.updates, self.trainer.ctx.updates
+        if skipped == 0:
+            self.in_a_row = 0
+        elif skipped >= updates:
+            self.in_a_row += skipped
+        else:
+            self.in_a_row = skipped  # the last ones, at least
+        if self.in_a_row < self.patience:
+            return False
+        bad = [k for k, v in boundary.losses.items() if not math.isfinite(v)]
+        kept = (
+            f"the last good checkpoint in {self.out} is kept"
+            if (self.out / checkpoint.FILENAME).exists()
+            else "no checkpoint was written"
+        )
+        raise RunError(
+            f"stopped at step {self.trainer.global_step:,}: {self.in_a_row} updates in a row "
+            f"were skipped for a non-finite {', '.join(bad) if bad else 'gradients'} (check "
+            f"rewards and settings); {kept}"
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class EpisodeStats:
+    """Reads the episode statistics when a row is due, or after every iteration where
+    ``every_iteration`` (a curriculum promotes on them)."""
+
+    def __init__(self, episodes: metrics.Episodes, every_iteration: bool):
+        self.episodes, self.every_iteration = episodes, every_iteration
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        if boundary.row_due or self.every_iteration:
+            boundary.stats = self.episodes.read()
+        return False
+
+    def state_dict(self) -> dict:  # the batches read since the last row, with a curriculum
+        return {"episode_batches": [dict(b) for b in self.episodes.batches]}
+
+    def close(self) -> None:
+        pass
+
+
+class MetricsRow:
+    """Builds the metrics row when one is due (see ``fasttrain.metrics.row``)."""
+
+    def __init__(self, trainer, episodes: metrics.Episodes, clock: Clock):
+        self.trainer, self.episodes, self.clock = trainer, episodes, clock
+        self.time, self.step = clock.start, trainer.global_step
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        if not boundary.row_due:
+            return False
+        trainer, now = self.trainer, boundary.now
+        boundary.split = trainer.timers.split()
+        trainer.timers.reset()
+        sps = (trainer.global_step - self.step) / (now - self.time)
+        boundary.row = metrics.row(
+            trainer,
+            self.clock.time_s(now),
+            sps,
+            self.episodes.take(),
+            boundary.losses,
+            boundary.split,
+            boundary.stage,
+        )
+        self.time, self.step = now, trainer.global_step
+        return False
+
+    def state_dict(self) -> dict:  # the means the last row showed, for the next one
+        return {"episode": self.episodes.means}
+
+    def close(self) -> None:
+        pass
+
+
+class Sink:
+    """Hands each row to a sink (``metrics.csv``, a dashboard)."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        if boundary.row is not None:
+            self.sink.write(boundary.row)
+        return False
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+class OnRow:
+    """``on_row(row)`` of ``run``: a true answer ends the run there, as if it had finished."""
+
+    def __init__(self, on_row):
+        self.on_row, self.stopped_early = on_row, False
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        if boundary.row is not None and self.on_row(boundary.row):
+            self.stopped_early = boundary.last = True
+        return self.stopped_early
+
+    def close(self) -> None:
+        pass
+
+
+class Console:
+    """The log line, every ``log.interval_s`` seconds and at the last boundary, then the notes
+    of the boundary (a promotion)."""
+
+    def __init__(self, trainer, config: Config, echo, planned: int, clock: Clock, episodes, bar):
+        self.trainer, self.echo, self.planned, self.clock = trainer, echo, planned, clock
+        self.episodes = episodes
+        self.interval, self.bar = config.log.interval_s, bar
+        self.stages = len(config.curriculum)
+        self.unit = "agent SPS" if trainer.env.num_agents > 1 else "SPS"
+        self.short = LEARNERS[config.run.algo].short_names
+        self.first_step = trainer.global_step
+        self.time, self.step = clock.start, trainer.global_step
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        trainer, now = self.trainer, boundary.now
+        if now - self.time >= self.interval or boundary.last:
+            sps = (trainer.global_step - self.step) / (now - self.time)
+            split = boundary.split or trainer.timers.split()  # since the last row
+            at = "" if boundary.stage is None else f"stage {boundary.stage + 1}/{self.stages} | "
+            eta = metrics.eta(trainer, self.planned, self.first_step, self.clock.start, now)
+            line = metrics.console_line(
+                trainer.global_step,
+                sps,
+                self.unit,
+                eta,
+                at,
+                self.episodes.means,
+                boundary.losses,
+                split,
+                self.short,
+            )
+            self.echo(("\n" if self.bar else "") + line)
+            self.time, self.step = now, trainer.global_step
+        for note in boundary.notes:
+            self.echo(note)
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class Signals:
+    """Ends the run at a boundary where a stop signal was agreed on (see ``StopSignals``)."""
+
+    def after_iteration(self, boundary: Boundary) -> bool:
+        return boundary.signum is not None
+
+    def close(self) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------------- the run
 
 
 def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> dict:
@@ -254,6 +400,19 @@ def agree_or_raise(problem: Exception | None, ranks) -> None:
         raise distributed.RankStopped(verdict)
 
 
+def _on_rank_0(ranks, check):
+    """``check()`` on rank 0 (its result there, None elsewhere); every rank raises if it
+    raised a user's error."""
+    result, problem = None, None
+    if ranks.main:
+        try:
+            result = check()
+        except ConfigError as exc:
+            problem = exc
+    agree_or_raise(problem, ranks)
+    return result
+
+
 def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | None:
     """Rank 0's checks before any work: the checkpoint to resume (returned), its identity,
     and the extras the run's log settings need."""
@@ -286,290 +445,200 @@ def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | No
     return state
 
 
+def _claim(out: Path, lock) -> None:
+    """Create the run directory and take its lock (rank 0), unless taken already."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"cannot create run directory {out}: {reason(exc)}") from None
+    if not lock.held:
+        lock.acquire()
+        if (out / checkpoint.FILENAME).exists():  # another run got here first
+            raise ConfigError(f"{out} already holds a run; choose another --out")
+
+
 def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -> dict:
     # ---- every check and compile happens before any write; rank 0 checks, every rank agrees
-    main = ranks.main
     if ranks.enabled and on_row is not None:
         raise ConfigError("on_row needs a single-process run (not under torchrun)")
-    state, problem = None, None
-    if main:
-        try:
-            state = _first_checks(config, out, resuming, ranks)
-        except (ConfigError, RunError) as exc:
-            problem = exc
-    agree_or_raise(problem, ranks)
+    state = _on_rank_0(ranks, lambda: _first_checks(config, out, resuming, ranks))
     if resuming and ranks.enabled:  # each rank continues from its own saved state
-        states = None
-        if main:
-            rest = state.pop("rank_states", [])
-            states = [state, *rest]
-        state = distributed.scatter_states(states, ranks)
+        state = distributed.scatter_states(
+            [state, *state.pop("rank_states", [])] if ranks.main else None, ranks
+        )
     trainer = LEARNERS[config.run.algo].trainer(config, warn=echo)
-    identity = checkpoint.identity(
-        config, trainer.env.num_envs, trainer.env.obs_shape, world=ranks.world
-    )
     if state is not None:
         trainer.load_state_dict(state)
         if trainer.iteration >= trainer.num_iterations:
-            echo(
-                f"{out} is complete: {trainer.global_step:,} steps of "
-                f"total_timesteps {trainer.args.total_timesteps:,}; nothing to do (pass "
-                "--steps with a larger total to continue)"
-            )
-            summary_path = out / "summary.json"
-            if not main:
-                return {}
-            return json.loads(summary_path.read_text()) if summary_path.exists() else {}
+            return _complete(trainer, out, echo, ranks)
     curriculum = None
     if config.curriculum:  # the stage's params are set before the first step
-        curriculum = Curriculum(
-            config.curriculum, trainer.env, config.game_params(), trainer.global_step
-        )
+        curriculum = Curriculum(config.curriculum, trainer.env, config.params, trainer.global_step)
         saved = state.get("curriculum") if state is not None else None
         if saved is not None:
             curriculum.load_state_dict(saved)  # a stage this curriculum lacks: one line
         else:
             curriculum.apply()
-    problem = None
-    if main:
-        try:
-            try:
-                out.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise RunError(f"cannot create run directory {out}: {reason(exc)}") from None
-            if not lock.held:
-                lock.acquire()
-                if (out / checkpoint.FILENAME).exists():  # another run got here first
-                    raise ConfigError(f"{out} already holds a run; choose another --out")
-        except ConfigError as exc:
-            problem = exc
-    agree_or_raise(problem, ranks)
+    _on_rank_0(ranks, lambda: _claim(out, lock))
+    echo(settings_line(config, trainer, out, curriculum))
+    if ranks.main:
+        write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
+    result = _train(config, trainer, out, state, curriculum, echo, on_row, ranks)
+    if ranks.main:
+        write_atomic(out / "summary.json", json.dumps(result.summary, indent=2) + "\n")
+    if result.stopped_by is not None:
+        name = signal.Signals(result.stopped_by).name
+        echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
+        raise RunInterrupted(result.stopped_by)
+    if ranks.main:
+        pictures(config, out, echo)
+    unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
+    episode, summary = result.episode, result.summary
+    echo(
+        f"done: {summary['global_step']:,} {unit} in {summary['wall_s']:.1f} s "
+        f"({summary['sps']:,.0f} {unit.replace('steps', 'SPS')}) | "
+        f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}"
+    )
+    return summary
 
+
+@dataclass
+class Outcome:
+    """How the loop ended: the summary, the signal that stopped it (None: it finished) and
+    the episode means of its last row."""
+
+    summary: dict
+    stopped_by: int | None
+    episode: dict
+
+
+def _complete(trainer, out: Path, echo, ranks) -> dict:
+    """A resumed run that has nothing left to do says so and writes nothing."""
+    echo(
+        f"{out} is complete: {trainer.global_step:,} steps of total_timesteps "
+        f"{trainer.args.total_timesteps:,}; nothing to do (pass --steps with a larger total "
+        "to continue)"
+    )
+    summary_path = out / "summary.json"
+    if not ranks.main:
+        return {}
+    return json.loads(summary_path.read_text()) if summary_path.exists() else {}
+
+
+def settings_line(config: Config, trainer, out: Path, curriculum) -> str:
+    """The run's first log line: game, learner, device, the iteration's shape, the steps, the
+    run directory and every setting that differs from its default, with its source."""
     args = trainer.args
     planned = trainer.num_iterations * trainer.steps_per_iteration
-    rounded = (
-        ""
-        if planned == args.total_timesteps
-        else (
+    rounded = ""
+    if planned != args.total_timesteps:
+        rounded = (
             f" (total_timesteps {args.total_timesteps:,} rounded to {trainer.num_iterations:,} "
             f"iterations of {trainer.steps_per_iteration:,})"
         )
-    )
-    overrides = config.overrides()
     # with several agents per environment, steps and SPS count agent steps (learner rows)
-    agents = trainer.env.num_agents > 1
-    unit, sps_unit = ("agent steps", "agent SPS") if agents else ("steps", "SPS")
+    unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
     stage_text = ""
     if config.run.action_repeat > 1:  # steps stay learner steps: say what one is
         k = config.run.action_repeat
         stage_text += f" (action repeat {k}: each step plays up to {k} game steps)"
     if curriculum is not None:
         stage_text += f" | curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}"
-    echo(
+    overrides = config.overrides()
+    return (
         f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device} | "
         f"{trainer.describe()} | {planned:,} {unit}{rounded}{stage_text} | run dir {out}"
         + (f" | settings: {', '.join(overrides)}" if overrides else "")
     )
-    # ---- metrics.csv: rows at iteration boundaries, none past the checkpoint (rank 0)
-    metrics_path = out / "metrics.csv"
-    columns, metrics_file, sinks = None, None, []
-    if main:
-        write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
-        columns = trim_metrics(metrics_path, trainer.global_step) if resuming else None
-        metrics_file = open_text(metrics_path, append=bool(columns))
-        try:  # the dashboards get the rows metrics.csv gets
-            sinks = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
-        except BaseException:
-            metrics_file.close()
-            raise
-    writer = None  # made at the first row: its columns follow the learner's losses
-    time_offset = state.get("time_s", 0.0) if state else 0.0
-    episode = dict(state.get("episode", NO_EPISODE)) if state else dict(NO_EPISODE)
-    # env.stats() batches read since the last row (every iteration with a curriculum)
-    batches = list(state.get("episode_batches", [])) if state else []
-    start = time.perf_counter()
-    first_step = trainer.global_step
-    row_time, row_step = start, trainer.global_step
-    echo_time, echo_step = start, trainer.global_step
-    consecutive_skips, skip_updates = 0, trainer.ctx.updates
-    show_bar = main and config.log.progress and sys.stdout.isatty()
-    bar = None
-    if show_bar:  # click's ETA times the steps this process takes: a resume counts from its step
-        left = planned - trainer.global_step
-        label = "training" if not first_step else f"training from step {first_step:,}"
-        bar = click.progressbar(length=left, label=label, show_eta=True)
 
-    def save():
-        payload = trainer.state_dict()
-        if curriculum is not None:
-            payload["curriculum"] = curriculum.state_dict()
-            payload["episode_batches"] = [dict(b) for b in batches]
-        states = distributed.gather_states(payload, ranks)  # every rank's, on rank 0
-        if not main:
-            return
-        if any(checkpoint.nonfinite_weight(s) for s in states):  # never overwrite a good checkpoint
-            raise RunError(
-                f"weights are not finite at step {trainer.global_step:,}; the last "
-                f"good checkpoint in {out} is kept"
-            )
-        payload = states[0]
-        if ranks.enabled:  # the other ranks' states (environments, streams), for a resume
-            payload = {**payload, "rank_states": states[1:]}
-        checkpoint.save(
-            out / checkpoint.FILENAME,
-            {
-                **payload,
-                "identity": identity,
-                "config": to_toml(config),
-                "episode": episode,
-                "time_s": time_offset + time.perf_counter() - start,
-            },
-        )
 
-    stopped_by = None
-    stopped_early = False
+def _train(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks) -> Outcome:
+    """The loop: an iteration, then every part at its boundary."""
+    run = _parts(config, trainer, out, state, curriculum, echo, on_row, ranks)
+    first_step, stopped_by = trainer.global_step, None
     stop = StopSignals(twice_stops_at_once=not ranks.enabled)
     try:
         with stop:
             while trainer.iteration < trainer.num_iterations:
-                step_before = trainer.global_step
                 losses = trainer.iterate()
-                now = time.perf_counter()
                 # read once: a signal arriving now waits for the next boundary; every rank
                 # stops at the same iteration (the largest signal any rank got)
                 signum = distributed.agree(stop.signum or 0, ranks, trainer.device) or None
                 last = trainer.iteration == trainer.num_iterations or signum is not None
-                if bar is not None:
-                    bar.update(trainer.global_step - step_before)
-
-                # ---- the NaN/inf guard: skipped updates in a row
-                skipped = int(losses.get("losses/skipped_updates", 0))
-                updates, skip_updates = trainer.ctx.updates - skip_updates, trainer.ctx.updates
-                if skipped == 0:
-                    consecutive_skips = 0
-                elif skipped >= updates:
-                    consecutive_skips += skipped
-                else:
-                    consecutive_skips = skipped  # the last ones, at least
-                if consecutive_skips >= config.run.nan_patience:
-                    bad = [k for k, v in losses.items() if not math.isfinite(v)]
-                    what = ", ".join(bad) if bad else "gradients"
-                    raise RunError(
-                        f"stopped at step {trainer.global_step:,}: {consecutive_skips} updates in "
-                        f"a row were skipped for a non-finite {what} (check rewards and settings); "
-                        + (
-                            f"the last good checkpoint in {out} is kept"
-                            if (out / checkpoint.FILENAME).exists()
-                            else "no checkpoint was written"
-                        )
-                    )
-
-                # ---- CURRICULUM: episode stats after every iteration; promotion between them
-                row_due = trainer.iteration % config.log.csv_every == 0 or last
-                if curriculum is not None or row_due:
-                    # clears the env's sums; over every rank's episodes
-                    stats = distributed.episode_stats(trainer.env.stats(), ranks, trainer.device)
-                    if stats:
-                        batches.append(stats)
-                promotion = None
-                if curriculum is not None:
-                    stage = curriculum.stage  # the one this iteration played in
-                    promotion = curriculum.update(stats, trainer.global_step)
-
-                # ---- LOG: a metrics.csv row every csv_every iterations, a line every interval_s
-                if row_due:
-                    if batches:
-                        episode = combine(batches)
-                        batches.clear()
-                    split = trainer.timers.split()
-                    trainer.timers.reset()
-                    row = {
-                        "global_step": trainer.global_step,
-                        "time_s": round(time_offset + now - start, 3),
-                        "sps": round((trainer.global_step - row_step) / (now - row_time), 1),
-                        "charts/episodic_return": episode["return"],
-                        "charts/episodic_length": episode["length"],
-                        "charts/score": episode["score"],
-                        "charts/learning_rate": trainer.learning_rate,
-                        **({} if curriculum is None else {STAGE_COLUMN: stage + 1}),
-                        **losses,
-                        **{f"time/{k}": round(v, 4) for k, v in split.items()},
-                    }
-                    if writer is None and main:
-                        writer = csv.DictWriter(
-                            metrics_file, fieldnames=columns or list(row), extrasaction="ignore"
-                        )
-                        if columns is None:
-                            writer.writeheader()
-                    try:
-                        if main:
-                            writer.writerow(row)
-                            metrics_file.flush()
-                        for sink in sinks:
-                            sink.write(row)
-                    except OSError as exc:  # a full disk: say so, keep the last checkpoint
-                        raise RunError(
-                            f"{exc.strerror.lower()} writing {metrics_path}; the last "
-                            f"checkpoint in {out} is intact"
-                        ) from None
-                    row_time, row_step = now, trainer.global_step
-                    if on_row is not None and on_row(row):
-                        stopped_early = last = True
-                if now - echo_time >= config.log.interval_s or last:
-                    sps = (trainer.global_step - echo_step) / (now - echo_time)
-                    if not row_due:  # the time split so far since the last row
-                        split = trainer.timers.split()
-                    at = (
-                        ""
-                        if curriculum is None
-                        else f"stage {stage + 1}/{curriculum.num_stages} | "
-                    )
-                    echo(
-                        f"{'' if bar is None else chr(10)}step {trainer.global_step:>11,} | "
-                        f"{sps:>9,.0f} {sps_unit} | {eta(trainer, planned, first_step, start, now)}"
-                        f"{at}return {episode['return']:7.2f} | "
-                        f"score {episode['score']:6.2f} | len {episode['length']:6.1f} | "
-                        + " ".join(
-                            f"{SHORT.get(k, k.split('/')[-1])} {v:.4g}" for k, v in losses.items()
-                        )
-                        + " | "
-                        + " ".join(f"{k} {v:.0%}" for k, v in split.items())
-                    )
-                    echo_time, echo_step = now, trainer.global_step
-                if promotion is not None:
-                    echo(str(promotion))
-                if trainer.iteration % config.run.checkpoint_interval == 0 or last:
-                    save()
-                if signum is not None:
+                due = trainer.iteration % config.log.csv_every == 0 or last
+                boundary = Boundary(trainer, losses, time.perf_counter(), last, signum, due)
+                ends = [part.after_iteration(boundary) for part in run.parts]
+                if any(ends):
                     stopped_by = signum
                     break
-                if stopped_early:
-                    break
     except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
-        stopped_by = stop.signum or signal.SIGINT
         echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
-        raise RunInterrupted(stopped_by) from None
+        raise RunInterrupted(stop.signum or signal.SIGINT) from None
     finally:
-        with contextlib.suppress(OSError):  # rows that could not be written were reported
-            if metrics_file is not None:
-                metrics_file.close()
-        dashboards.close_sinks(sinks)
-        if bar is not None:
-            bar.render_finish()
+        for part in run.parts:
+            part.close()
+    summary = _summary(config, trainer, out, run, first_step, stopped_by, curriculum, ranks)
+    return Outcome(summary, stopped_by, run.episodes.means)
 
-    elapsed = time.perf_counter() - start
+
+@dataclass
+class RunParts:
+    """The parts of a run at each iteration boundary, in order, and those the loop reads."""
+
+    parts: list
+    clock: Clock
+    episodes: metrics.Episodes
+    stopper: OnRow | None
+
+
+def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks):
+    """Every part of the run, in the order they act at a boundary (see the module docstring)."""
+    clock, episodes = Clock(state), metrics.Episodes(trainer, ranks, state)
+    planned = trainer.num_iterations * trainer.steps_per_iteration
+    bar = ranks.main and config.log.progress and sys.stdout.isatty()
+    stats = EpisodeStats(episodes, every_iteration=curriculum is not None)
+    row = MetricsRow(trainer, episodes, clock)
+    promoter = Promoter(curriculum) if curriculum is not None else None
+    identity = checkpoint.identity(
+        config, trainer.env.num_envs, trainer.env.obs_shape, world=ranks.world
+    )
+    saver = checkpoint.Checkpointer(
+        trainer, out, ranks, identity, to_toml(config), config.run.checkpoint_interval
+    )
+    saver.rank_parts = [promoter, stats] if promoter else []
+    saver.run_parts = [row, clock]
+    stopper = OnRow(on_row) if on_row is not None else None
+    parts = [
+        *([ProgressBar(trainer, planned)] if bar else []),
+        NanGuard(trainer, config.run.nan_patience, out),
+        stats,
+        *([promoter] if promoter else []),
+        row,
+        *_sinks(config, trainer, out, state, ranks.main),
+        *([stopper] if stopper else []),
+        Console(trainer, config, echo, planned, clock, episodes, bar),
+        saver,
+        Signals(),
+    ]
+    return RunParts(parts, clock, episodes, stopper)
+
+
+def _summary(config, trainer, out, run: RunParts, first_step, stopped_by, curriculum, ranks):
+    """``summary.json``: the run's steps, speed, last episode means and how it ended."""
+    elapsed = time.perf_counter() - run.clock.start
+    means = run.episodes.means
     summary = {
         "game": config.game.name,
         "algo": config.run.algo,
         "global_step": trainer.global_step,
         "wall_s": round(elapsed, 2),
         "sps": round((trainer.global_step - first_step) / elapsed, 1),
-        "episodic_return": json_safe(episode["return"]),
-        "episodic_length": json_safe(episode["length"]),
-        "score": json_safe(episode["score"]),
+        "episodic_return": json_safe(means["return"]),
+        "episodic_length": json_safe(means["length"]),
+        "score": json_safe(means["score"]),
         "precision": trainer.precision,
         "interrupted": stopped_by is not None,
-        "stopped_early": stopped_early,
+        "stopped_early": bool(run.stopper and run.stopper.stopped_early),
         "run_dir": str(out),
     }
     if curriculum is not None:
@@ -578,17 +647,17 @@ def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -
     if ranks.enabled:  # the ranks, and rank 0's seconds in the gradient all-reduce
         summary["world_size"] = ranks.world
         summary["allreduce_s"] = round(trainer.ctx.comm_s, 3)
-    if main:
-        write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-    if stopped_by is not None:
-        name = signal.Signals(stopped_by).name
-        echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
-        raise RunInterrupted(stopped_by)
-    if main:
-        pictures(config, trainer, out, echo)
-    echo(
-        f"done: {summary['global_step']:,} {unit} in {elapsed:.1f} s "
-        f"({summary['sps']:,.0f} {sps_unit}) | "
-        f"mean return {episode['return']:.2f} | mean score {episode['score']:.2f} | {out}"
-    )
     return summary
+
+
+def _sinks(config: Config, trainer, out: Path, state, main: bool) -> list:
+    """The row's sinks as parts: metrics.csv and the dashboards (rank 0 only)."""
+    if not main:
+        return []
+    csv_sink = dashboards.CsvSink(out / "metrics.csv", trainer.global_step if state else None)
+    try:  # the dashboards get the rows metrics.csv gets
+        others = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
+    except BaseException:
+        csv_sink.close()
+        raise
+    return [Sink(csv_sink), *(Sink(s) for s in others)]

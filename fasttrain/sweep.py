@@ -60,10 +60,11 @@ from pathlib import Path
 import click
 
 from fasttrain import config as cfg
+from fasttrain.configfile import to_toml
 from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import check_regular, check_writable, write_atomic
-from fasttrain.targets import METRICS, Target
+from fasttrain.targets import COLUMNS, Target
 
 OBJECTIVES = {"time_to_target": "minimize", "final_return": "maximize", "final_score": "maximize"}
 PRUNERS = ("median", "none")
@@ -139,7 +140,7 @@ class Sweep:
         settings = dataclasses.asdict(self.settings)
         del settings["trials"], settings["seed"]
         params = [dataclasses.asdict(p) for p in self.params]
-        data = {"sweep": settings, "params": params, "config": cfg.to_toml(self.base)}
+        data = {"sweep": settings, "params": params, "config": to_toml(self.base)}
         return json.dumps(data, sort_keys=True)
 
 
@@ -202,7 +203,7 @@ def from_layers(layers, trials: int | None = None, seed: int | None = None) -> S
 
 def _settings(table: dict) -> SweepSettings:
     fields = {f.name: f for f in dataclasses.fields(SweepSettings)}
-    valid = {"objective": tuple(OBJECTIVES), "target_metric": tuple(METRICS), "pruner": PRUNERS}
+    valid = {"objective": tuple(OBJECTIVES), "target_metric": tuple(COLUMNS), "pruner": PRUNERS}
     values = {}
     for key, value in table.items():
         if key not in fields:
@@ -330,7 +331,7 @@ class Watch:
             self.axis, self.spacing = "time_s", s.budget_s / POINTS
         else:
             self.axis = "global_step"
-            self.spacing = max(1, sweep.base.learner().total_timesteps // POINTS)
+            self.spacing = max(1, sweep.base.learner.total_timesteps // POINTS)
         self.reported = -1  # the last point reported
         self.time_s, self.steps = 0.0, 0
         # (axis position, mean) of the rows with a mean in the last spacing before the newest
@@ -619,7 +620,7 @@ def write_results(spec: Sweep, study, out: Path, optuna) -> list[TrialResult]:
             f"# Train with it: fasttrain run --config {out / 'best.toml'} (total_timesteps ends "
             "the run; the sweep's budget_s does not apply)"
         )
-        write_atomic(out / "best.toml", cfg.to_toml(spec.trial_config(best.params), header))
+        write_atomic(out / "best.toml", to_toml(spec.trial_config(best.params), header))
     return ranked
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-METRICS = {"return": "charts/episodic_return", "score": "charts/score"}
+COLUMNS = {"return": "charts/episodic_return", "score": "charts/score"}  # metric -> column
 
 
 @dataclass
@@ -34,8 +34,8 @@ class Target:
     """the value in the last row that had one"""
 
     def __post_init__(self):
-        if self.metric not in METRICS:
-            raise ValueError(f"unknown target metric {self.metric!r}; valid: {', '.join(METRICS)}")
+        if self.metric not in COLUMNS:
+            raise ValueError(f"unknown target metric {self.metric!r}; valid: {', '.join(COLUMNS)}")
 
     @property
     def reached(self) -> bool:
@@ -43,7 +43,7 @@ class Target:
 
     def read(self, row: dict) -> float:
         """The row's mean of the watched metric (NaN: no episode ended in it)."""
-        return float(row.get(METRICS[self.metric], math.nan))
+        return float(row.get(COLUMNS[self.metric], math.nan))
 
     def __call__(self, row: dict) -> bool:
         value = self.read(row)

@@ -6,6 +6,7 @@ asking whether a GPU is usable never compiles or allocates anything.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -24,6 +25,9 @@ def cuda_problem() -> str | None:
         from numba import cuda
     except ImportError:
         return f"numba-cuda is not installed; {INSTALL_HINT}"
+    stale = numpy_too_new_for_numba_cuda()
+    if stale:
+        return stale
     if simulator():
         return None
     if getattr(cuda, "implementation", None) != "NVIDIA":
@@ -41,6 +45,38 @@ def cuda_problem() -> str | None:
     except ImportError:
         return f"CuPy is not installed; {INSTALL_HINT}"
     return None
+
+
+@functools.cache
+def numpy_too_new_for_numba_cuda() -> str | None:
+    """One line when this numba-cuda calls a NumPy function this NumPy no longer has (numpy 2.5
+    removed ``np.row_stack``, which numba-cuda 0.30 still calls at every launch), else None."""
+    if hasattr(np, "row_stack"):
+        return None
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.find_spec("numba_cuda") or importlib.util.find_spec("numba.cuda")
+    folders = spec.submodule_search_locations if spec is not None else None
+    for folder in folders or ():
+        for root, _, files in os.walk(folder):
+            for name in files:
+                if name.endswith(".py"):
+                    with open(os.path.join(root, name), encoding="utf-8", errors="ignore") as f:
+                        if "np.row_stack" in f.read():
+                            return _numpy_hint(importlib.metadata)
+    return None
+
+
+def _numpy_hint(metadata) -> str:
+    try:
+        version = metadata.version("numba-cuda")
+    except metadata.PackageNotFoundError:
+        version = "here"
+    return (
+        f"numba-cuda {version} calls np.row_stack, which numpy {np.__version__} removed; "
+        "pip install 'numpy<2.5' (or a numba-cuda that no longer calls it)"
+    )
 
 
 def device_args(args) -> tuple:

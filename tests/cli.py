@@ -11,8 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]  # the checkout under test, whatever the cwd
 
 
-def start(*args, cwd=None) -> subprocess.Popen:
-    """``python ARGS``, importing fasttrain from this checkout."""
+def start(*args, cwd=None, env=None) -> subprocess.Popen:
+    """``python ARGS``, importing fasttrain from this checkout (``env``: more variables)."""
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     return subprocess.Popen(
         [sys.executable, *map(str, args)],
@@ -20,12 +20,12 @@ def start(*args, cwd=None) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": path},
+        env={**os.environ, **(env or {}), "PYTHONPATH": path},
     )
 
 
-def start_cli(*args, cwd=None) -> subprocess.Popen:
-    return start("-m", "fasttrain.cli", *args, cwd=cwd)
+def start_cli(*args, cwd=None, env=None) -> subprocess.Popen:
+    return start("-m", "fasttrain.cli", *args, cwd=cwd, env=env)
 
 
 def finish(proc: subprocess.Popen, timeout=240) -> subprocess.CompletedProcess:

@@ -35,7 +35,12 @@ training seconds (CartPole 60, Snake 300). Beside CartPole, Stable-Baselines3 PP
 tuned CartPole-v1 settings is timed to the same return on Gymnasium's CartPole-v1 (budget 120 s),
 its mean taken over the episodes ended in each rollout and its clock read after each update;
 "vs SB3" is its median seconds over fasttrain's. ``--quick`` runs one seed, CartPole 30 s and
-SB3 60 s, and leaves Snake out (its runs take minutes).
+SB3 20 s, and leaves Snake out (its runs take minutes).
+
+``--quick`` answers "how fast is this on my machine" in about a minute: Snake and CartPole
+(``--game all`` or names for others), their cpu env rows at two sizes, their per-step baselines,
+one PPO training row with its ceiling (the first game's), the peers and CartPole's time to
+target; compile times and the rows at other settings are left out (skip notes say so).
 
 ``plan`` checks the options and fixes what to measure, ``stages`` measures, ``report`` prints
 and writes.
@@ -60,7 +65,8 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
     "game_names",
     multiple=True,
     type=click.UNPROCESSED,
-    help="Game to measure (repeatable; default: every registered game).",
+    help="Game to measure (repeatable; all: every registered game; default: all, or Snake and "
+    "CartPole with --quick).",
 )
 @click.option(
     "--device",
@@ -84,7 +90,12 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
     help="Backend for the env rows (repeatable; default: python, cpu, and cuda with "
     "--device cuda).",
 )
-@click.option("--quick", is_flag=True, help="Short sweep and timings (under 2 minutes).")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="About a minute: Snake and CartPole env rows, their baselines, one PPO training row, "
+    "the peers and CartPole's time to target (--game all or names for more games).",
+)
 @click.option(
     "--json",
     "json_path",

@@ -49,8 +49,12 @@ QUICK = dict(
     train_num_envs=64,
     sb3_n_steps=128,
     target_seeds=1,
-    target_budget_s={"cartpole": 30.0, "sb3": 60.0},
+    target_budget_s={"cartpole": 30.0, "sb3": 20.0},
 )
+# --quick answers "how fast is this here" in about a minute: these games' cpu env rows, their
+# per-step baselines, one PPO training row (the first game's) with its ceiling, the peers and
+# CartPole's time to target; no compile-time subprocesses. `--game all` (or names) widens it.
+QUICK_GAMES = ("snake", "cartpole")
 # The time-to-target rows: game -> (metric, values) its default config is timed to reach; one run
 # per seed records every value. Stable-Baselines3 PPO runs beside cartpole's row, to the same
 # mean return on Gymnasium's CartPole-v1.
@@ -77,6 +81,9 @@ class Plan:
     train_num_envs: int | None  # None: the game's default config
     cores: tuple[str, ...]  # model.core of the extra PPO training rows, beside feed-forward
     sb3_n_steps: int
+    train_games: tuple  # games that get training rows
+    learners: tuple  # learners of the training rows
+    compile_times: bool  # cold and warm compile timed in fresh processes
     targets: bool  # time-to-target rows are measured
     targets_only: bool  # and nothing else
     target_games: dict[str, tuple[str, tuple[float, ...]]]  # game -> (metric, values) measured
@@ -103,6 +110,9 @@ class Plan:
             "train_num_envs": self.train_num_envs or "default config",
             "cores": list(self.cores),
             "sb3_n_steps": self.sb3_n_steps,
+            "train_games": list(self.train_games),
+            "learners": list(self.learners),
+            "compile_times": self.compile_times,
             "targets": {
                 "games": {
                     g: {"metric": m, "values": list(v)} for g, (m, v) in self.target_games.items()
@@ -132,25 +142,11 @@ def parse_num_envs(ctx, param, value):
     return sorted(set(sizes))
 
 
-def make_plan(
-    game_names,
-    device,
-    num_envs,
-    backend_names,
-    quick,
-    json_path,
-    plot_path,
-    threads,
-    repeats,
-    seconds,
-    train_iterations,
-    train_num_envs,
-    seed,
-    targets=True,
-    targets_only=False,
-    cores=(),
-) -> Plan:
-    """The ``Plan`` of the CLI options; raises a one-line click error for a bad one."""
+def check_options(
+    game_names, device, json_path, plot_path, threads, targets, targets_only, cores
+) -> Device:
+    """Every option checked before anything is measured: one click error line for a bad one;
+    returns the device."""
     import numba
 
     from fasttrain import games as registry
@@ -158,9 +154,9 @@ def make_plan(
 
     valid = registry.names()
     for name in game_names:
-        if name not in valid:
+        if name not in valid and name != "all":
             raise click.BadParameter(
-                f"unknown game {name!r}; valid: {', '.join(valid)}", param_hint="--game"
+                f"unknown game {name!r}; valid: all, {', '.join(valid)}", param_hint="--game"
             )
     try:
         resolved = resolve_device(device)
@@ -192,14 +188,52 @@ def make_plan(
         raise click.BadParameter(
             f"at most {max_threads} (NUMBA_NUM_THREADS) here, got {threads}", param_hint="--threads"
         )
+    return resolved
+
+
+def make_plan(
+    game_names,
+    device,
+    num_envs,
+    backend_names,
+    quick,
+    json_path,
+    plot_path,
+    threads,
+    repeats,
+    seconds,
+    train_iterations,
+    train_num_envs,
+    seed,
+    targets=True,
+    targets_only=False,
+    cores=(),
+) -> Plan:
+    """The ``Plan`` of the CLI options; raises a one-line click error for a bad one."""
+    import numba
+
+    from fasttrain import games as registry
+
+    resolved = check_options(
+        game_names, device, json_path, plot_path, threads, targets, targets_only, cores
+    )
+    valid = registry.names()
+    max_threads = numba.config.NUMBA_NUM_THREADS
     backends = ["python", "cpu"] + (["cuda"] if resolved.backend == "cuda" else [])
     if backend_names:
         if "cuda" in backend_names and resolved.backend != "cuda":
             raise click.UsageError("--backend cuda needs --device cuda (or auto on a GPU)")
         backends = [b for b in backends if b in backend_names]
+    elif quick:  # the baseline row stands for the uncompiled reference
+        backends.remove("python")
     preset = QUICK if quick else FULL
     repeats = repeats or preset["repeats"]
-    games = list(dict.fromkeys(game_names)) or valid
+    if "all" in game_names:
+        games = valid
+    else:
+        games = list(dict.fromkeys(game_names)) or (list(QUICK_GAMES) if quick else valid)
+    from fasttrain.learners import LEARNERS
+
     budgets = preset["target_budget_s"]
     target_games = {g: TARGETS[g] for g in games if targets and g in TARGETS and g in budgets}
     return Plan(
@@ -215,6 +249,9 @@ def make_plan(
         train_num_envs=train_num_envs or preset["train_num_envs"],
         cores=tuple(dict.fromkeys(cores)),
         sb3_n_steps=preset["sb3_n_steps"],
+        train_games=tuple(games[:1] if quick else games),
+        learners=("ppo",) if quick else tuple(LEARNERS),
+        compile_times=not quick,
         targets=targets,
         targets_only=targets_only,
         target_games=target_games,

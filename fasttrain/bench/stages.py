@@ -103,15 +103,21 @@ PUFFER_CARTPOLE = {
     },
     "model": {"hidden": 128, "layers": 1},
 }
+PUFFER_NAME = (
+    "PufferLib 3.0's CartPole settings: 1024 envs, batch 65,536, minibatch 8,192, 1 epoch, "
+    "one layer of 128"
+)
+OVERLAP = {"ppo": {"overlap": True}}  # the next rollout collected while the update runs
 EXTRA_TRAIN_ROWS = {
     "cartpole": [
+        (PUFFER_NAME, "ppo", PUFFER_CARTPOLE),
         (
-            "PufferLib 3.0's CartPole settings: 1024 envs, batch 65,536, minibatch 8,192, "
-            "1 epoch, one layer of 128",
+            f"{PUFFER_NAME}, ppo.overlap",
             "ppo",
-            PUFFER_CARTPOLE,
-        )
-    ]
+            {**PUFFER_CARTPOLE, "ppo": {**PUFFER_CARTPOLE["ppo"], "overlap": True}},
+        ),
+    ],
+    "snake": [("ppo.overlap", "ppo", OVERLAP)],
 }
 
 
@@ -422,12 +428,14 @@ def minatar_stage(plan: Plan, results: Results, game: str) -> None:
 def training_stage(plan: Plan, results: Results, game: str) -> None:
     """End-to-end training and the learner-only ceiling of ``game``, per registered learner,
     then PPO with each recurrent core of ``plan.cores``."""
-    from fasttrain.learners import LEARNERS
-
-    for algo in LEARNERS:
+    if game not in plan.train_games:
+        return
+    for algo in plan.learners:
         train_rows(plan, results, game, algo)
     for core in plan.cores:
         train_rows(plan, results, game, "ppo", core)
+    if plan.quick:
+        return  # the rows at other settings (PufferLib's) take minutes
     for name, algo, settings in EXTRA_TRAIN_ROWS.get(game, ()):
         train_rows(plan, results, game, algo, settings=(name, settings))
 
@@ -444,7 +452,7 @@ def train_rows(
     ``"none"``), or a skip note. Rows with a core are labelled ``ppo+lstm``. ``settings``:
     ``(name, config sections)`` of an extra row at other settings than the default config
     (``--train-num-envs`` does not apply to it), named in its note and as ``settings``."""
-    from fasttrain.errors import ConfigError
+    from fasttrain.errors import ConfigError, RunError
 
     device = plan.device.type
     label = algo if core == "none" else f"{algo}+{core}"
@@ -475,14 +483,22 @@ def train_rows(
     except ConfigError as exc:  # e.g. a default config whose rollout does not fit the core
         results.skip(what, f"the config does not validate: {exc}")
         return
-    except Exception as exc:  # a broken trainer should not lose the other figures
-        results.skip(what, f"benchmark_training failed: {exc!r}")
-        return
+    except Exception as exc:  # a broken trainer fails the bench with its cause, never a skip
+        first = (str(exc).splitlines() or [""])[0][:300]
+        raise RunError(f"{what} failed: {type(exc).__name__}: {first}") from None
+    train = training_row(plan, game, device, algo, core, name, num_envs, runs)
+    results.rows.append(train)
+    ceiling = ceiling_row(game, device, train, runs, name)
+    if ceiling is not None:
+        results.rows.append(ceiling)
+
+
+def training_row(plan: Plan, game, device, algo, core, name, num_envs, runs) -> dict:
+    """The ``train`` row of ``runs`` (benchmark_training results): median SPS, the time split."""
     split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
     trained = runs[0].get("core", core)  # the model.core trained (a preset may set one)
     label = algo if trained == "none" else f"{algo}+{trained}"
-    ids = dict(algo=algo, core=trained, settings=name or "default")
-    train = make_row(
+    return make_row(
         game,
         "train",
         device,
@@ -495,23 +511,31 @@ def train_rows(
             gpu_memory_note(runs[0].get("gpu_mem_bytes")),
             f"; {name}" if name else "",
         ),
-        **ids,
+        algo=algo,
+        core=trained,
+        settings=name or "default",
         batch_size=runs[0].get("batch_size"),
         gpu_mem_bytes=runs[0].get("gpu_mem_bytes"),
         iterations=plan.train_iterations,
         **split,
     )
-    results.rows.append(train)
+
+
+def ceiling_row(game, device, train: dict, runs, name) -> dict | None:
+    """The ``ceiling`` row: the learner alone, and the share of it training reached (None for
+    a learner without a ceiling)."""
     ceilings = [r["ceiling_sps"] for r in runs]
     if not all(math.isfinite(c) for c in ceilings):  # NaN: a learner without a ceiling
-        return
+        return None
+    ids = {k: train[k] for k in ("algo", "core", "settings")}
+    label = ids["algo"] if ids["core"] == "none" else f"{ids['algo']}+{ids['core']}"
     ceiling = make_row(game, "ceiling", device, train["num_envs"], ceilings, **ids)
     fraction = train["sps_median"] / ceiling["sps_median"]
     ceiling["fraction_reached"] = fraction
     ceiling["note"] = f"{label}: learner only; training reaches {fraction:.0%}" + (
         f"; {name}" if name else ""
     )
-    results.rows.append(ceiling)
+    return ceiling
 
 
 def peer_stage(plan: Plan, results: Results) -> None:
@@ -572,7 +596,7 @@ def targets_stage(plan: Plan, results: Results) -> None:
         except Exception as exc:  # a broken run should not lose the other figures
             results.skip(f"targets {game}", f"the run failed: {exc!r}")
             continue
-        learner = config.learner()
+        learner = config.learner
         note = (
             f"default config: {learner.num_envs} envs, {device}; "
             f"at most {budget:g} s or {learner.total_timesteps:,} steps"
@@ -637,7 +661,10 @@ def run_stages(plan: Plan) -> Results:
     previous_cache = os.environ.get("FASTTRAIN_CACHE_DIR")
     try:
         if not plan.targets_only:
-            compile_stage(plan, results, cache)
+            if plan.compile_times:
+                compile_stage(plan, results, cache)
+            else:
+                results.skip("compile", "cold and warm compile times: left out with --quick")
             # this process reuses the cache just filled, so no compile lands inside a timing
             os.environ["FASTTRAIN_CACHE_DIR"] = cache
             for game in plan.games:

@@ -51,6 +51,8 @@ def benchmark_training(
 def measure_training(trainer, iterations: int, ceiling=None) -> dict:
     """Time ``iterations`` iterations after one warm-up; the split and ``ceiling(trainer)``."""
     cuda = trainer.device.type == "cuda"
+    if getattr(trainer, "deferred", None) is not None:  # the compiled steps, not eager ones
+        trainer.deferred.finish()
     trainer.iterate()  # warm-up: compile and allocate outside the timing
     trainer.timers.reset()
     if cuda:

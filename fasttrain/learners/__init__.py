@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fasttrain.learners import dqn, ppo
+from fasttrain.learners import dqn, ppo, pqn
+from fasttrain.learners.common import OPTIMIZERS
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,18 @@ class Learner:
     """``[name]`` settings for bench's training rows (e.g. learn from the first iteration)"""
     smoke: dict = field(default_factory=dict)
     """``[name]`` settings of a seconds-long run on a small board (learner contract tests)"""
+    choices: dict = field(default_factory=dict)
+    """``{key: (valid, values)}`` of the ``[name]`` settings that take one of a few strings;
+    the config refuses any other value in one line naming these"""
+    short_names: dict = field(default_factory=dict)
+    """``{"losses/...": "pg"}``: the console line's short name of each metrics column the
+    learner adds (any other prints its last path component)"""
+    networks: tuple = ("model",)
+    """keys of the trainer's ``state_dict`` that hold networks (name -> tensor dicts): every one
+    is checked finite before a checkpoint is written; ``model`` is the one that plays"""
+    auto_compile: bool = False
+    """``run.compile = "auto"`` may compile this learner (where torch.compile was measured to
+    pay: long feed-forward runs of modest width on a CPU, see ``fasttrain.device``)"""
 
 
 LEARNERS: dict[str, Learner] = {}
@@ -71,6 +84,9 @@ register(
         check_model=ppo.check_model,
         ceiling=ppo.ceiling,
         smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
+        choices={"optimizer": OPTIMIZERS},
+        short_names=ppo.SHORT_NAMES,
+        auto_compile=ppo.AUTO_COMPILE,
     )
 )
 register(
@@ -82,6 +98,10 @@ register(
         dqn.actor,
         ceiling=dqn.ceiling,
         bench={"learning_starts": 0},  # the timed iterations include updates
+        choices={"loss": dqn.LOSSES, "optimizer": OPTIMIZERS},
+        short_names=dqn.SHORT_NAMES,
+        auto_compile=dqn.AUTO_COMPILE,
+        networks=("model", "target_model"),
         smoke={
             "num_envs": 8,
             "num_steps": 8,
@@ -90,6 +110,28 @@ register(
             "batch_size": 32,
             "target_network_frequency": 256,
             "start_e": 0.2,  # a constant epsilon: the schedule would stretch with total_timesteps
+            "end_e": 0.2,
+        },
+    )
+)
+register(
+    Learner(
+        "pqn",
+        pqn.PQNConfig,
+        pqn.validate,
+        pqn.Trainer,
+        pqn.actor,
+        ceiling=pqn.ceiling,
+        choices={"optimizer": OPTIMIZERS},
+        short_names=pqn.SHORT_NAMES,
+        auto_compile=pqn.AUTO_COMPILE,
+        # a constant epsilon and learning rate: the schedules would stretch with total_timesteps
+        smoke={
+            "num_envs": 16,
+            "num_steps": 8,
+            "num_minibatches": 2,
+            "anneal_lr": False,
+            "start_e": 0.2,
             "end_e": 0.2,
         },
     )

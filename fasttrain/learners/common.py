@@ -6,26 +6,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
 import torch
 
 from fasttrain import distributed
-from fasttrain.device import Device, resolve_amp, resolve_device
+from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
 from fasttrain.vecenv import VecEnv, make
 
-# Below this many multiply-adds per rollout step (environment rows x network weights), one torch
-# thread and one Numba thread train fastest: each operation is too small to split, and two thread
-# pools on few cores wait on each other. Measured on a 2-core Intel Xeon, one thread of each
-# against two: CartPole's default PPO (64 rows x 4.5k weights) reached return 475 in 1.6-1.8 s
-# against 3.2-3.9 s (medians of 3 seeds, two sittings), CartPole DQN (16 x 4.5k) ran 47k steps/s
-# against 37k; but Snake DQN (64 x 90k) ran 7.3k against 9.6k and Snake PPO (512 x 90k) 38k
-# against 63k, so they keep a thread per core. PufferLib's CartPole settings (1024 rows x 896
-# weights, 0.92M) ran at 670k steps/s on one thread of each and 1.04M on two (Xeon with AMX,
-# compiled, bf16 update), so the line sits at 500k, between 0.29M and 0.92M.
+# Below this many multiply-adds per rollout step (rows x weights) one torch and one Numba thread
+# train fastest: the operations are too small to split (measurements: docs/performance.md#threads)
 SMALL_STEP_WORK = 500_000
 
 
@@ -183,10 +177,9 @@ def _allow_a_compile_per_trainer() -> None:
 
 def _fast_cpu_tanh() -> None:
     """Inductor's CPU code for tanh as ``2 / (1 + exp(-2x)) - 1`` (its own option) unless the
-    user set ``TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH``. Since torch 2.7 it calls Sleef's tanh
-    instead, exact to the last bit but ~4x slower than eager tanh here: PufferLib's CartPole
-    settings (a tanh layer of 128) ran at ~970k steps/s against ~810k (2-core Xeon with AMX).
-    The difference to tanh is ~1e-7, which matters to an activation no more than rounding."""
+    user set ``TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH``: Sleef's exact tanh, its default since
+    torch 2.7, is ~4x slower, and ~1e-7 matters to an activation no more than rounding
+    (docs/performance.md#torchcompile)."""
     if "TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH" in os.environ:
         return
     import torch._inductor.config as inductor_config
@@ -204,19 +197,23 @@ def _quiet_compile_notes() -> None:
 
 class CompiledStep:
     """A network's forward pass or a whole training step under ``torch.compile`` (``mode``
-    ``off`` runs it as it is).
+    ``off`` runs it as it is). ``fn`` takes ``owner`` (the trainer, or the network) as its first
+    argument: ``step(*args)`` calls ``fn(owner, *args)``, and a compile can run on a copy of the
+    owner (``precompile``) while the owner trains eagerly.
 
-    Compilation happens at the first call, inside the run's first iteration; where it fails (no
-    C++ compiler for the CPU, an unsupported torch) it warns and runs eagerly from then on. Only
-    the first call is guarded: it fails while compiling, before a step changes any weight.
+    Compilation happens at the first compiled call; where it fails (no C++ compiler for the CPU,
+    an unsupported torch) it warns and runs eagerly from then on. Only the first call is
+    guarded: it fails while compiling, before a step changes any weight. ``defer()`` makes the
+    calls eager until ``switch()``.
     """
 
-    def __init__(self, fn, mode: str, warn=print, what: str = "the update step"):
-        self.eager = fn
+    def __init__(self, fn, owner, mode: str, warn=print, what: str = "the update step"):
+        self.eager, self.owner = fn, owner
         self.what = what
         self.mode = mode
         self.warn = warn
         self.first = mode != "off"
+        self.deferred = False
         self.fn = fn
         if self.first:
             _quiet_compile_notes()
@@ -233,21 +230,96 @@ class CompiledStep:
             f"warning: torch.compile({self.mode}) of {self.what} failed, running "
             f"eagerly: {type(exc).__name__}: {reason}"
         )
-        self.fn, self.first = self.eager, False
+        self.fn, self.first, self.deferred = self.eager, False, False
 
     @property
     def compiled(self) -> bool:
         return self.fn is not self.eager
 
+    def defer(self) -> None:
+        """Run eagerly until ``switch()``."""
+        self.deferred = self.compiled
+
+    def precompile(self, owner, *args) -> None:
+        """Compile by calling the compiled function on ``owner`` (a copy of the real one) and
+        ``args``; raises what compiling raised."""
+        self.fn(owner, *args)
+
+    def switch(self, failure: Exception | None = None) -> None:
+        """The compiled function from the next call on (eager, with a warning, where the
+        compile failed with ``failure``)."""
+        self.deferred = False
+        if failure is not None and self.compiled:
+            self._fall_back(failure)
+
     def __call__(self, *args):
-        if not self.first:
-            return self.fn(*args)
+        if self.deferred or not self.first:
+            fn = self.eager if self.deferred else self.fn
+            return fn(self.owner, *args)
         self.first = False
         try:
-            return self.fn(*args)
+            return self.fn(self.owner, *args)
         except Exception as exc:  # compilation needs a toolchain; never fatal
             self._fall_back(exc)
-            return self.fn(*args)
+            return self.fn(self.owner, *args)
+
+
+def call_module(module, *args):
+    """``module(*args)``, as a function of the module (what a ``CompiledStep`` compiles)."""
+    return module(*args)
+
+
+# A run that compiles trains eagerly for its first twentieth while its steps compile in a
+# background thread on copies of them, then switches; a fixed iteration, so results never depend
+# on how long compiling takes (a cold compile of Snake's step took ~20 s on 2 cores).
+DEFER_SHARE = 20
+
+
+class DeferredCompile:
+    """The background compile of a trainer's ``CompiledStep``s: ``start(work)`` runs ``work``
+    (calls of ``precompile`` on copies) in a thread; ``at(iteration)`` switches every step to its
+    compiled function at iteration ``switch_at``, waiting there for the thread if it is not
+    done."""
+
+    def __init__(self, steps: list, switch_at: int, say=print):
+        self.steps, self.switch_at, self.say = steps, switch_at, say
+        self.thread, self.failure = None, None
+        self.started = self.compiled_s = None
+        self.waited_s = 0.0  # seconds the run waited for the compile at the switch
+
+    def start(self, work) -> None:
+        for step in self.steps:
+            step.defer()
+
+        def run():
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001 - reported at the switch, run goes on eager
+                self.failure = exc
+            self.compiled_s = time.perf_counter() - self.started
+
+        self.started = time.perf_counter()
+        self.thread = threading.Thread(target=run, name="fasttrain-compile", daemon=True)
+        self.thread.start()
+
+    def at(self, iteration: int) -> None:
+        if self.thread is None or iteration < self.switch_at:
+            return
+        start = time.perf_counter()
+        self.thread.join()
+        self.waited_s = time.perf_counter() - start
+        self.thread = None
+        for step in self.steps:
+            step.switch(self.failure)
+        if self.failure is None:
+            self.say(
+                f"torch.compile: compiled steps from iteration {iteration:,} on (compiled in "
+                f"{self.compiled_s:.1f} s in the background, {self.waited_s:.1f} s waited)"
+            )
+
+    def finish(self) -> None:
+        """Switch now, whatever the iteration (``fasttrain bench`` times compiled steps)."""
+        self.at(max(self.switch_at, 0))
 
 
 @dataclass
@@ -431,7 +503,7 @@ def start_run(config, num_envs: int) -> RunContext:
             backend=device.backend,
             seed=seed,
             action_repeat=run.action_repeat,
-            **vars(config.game_params()),
+            **vars(config.params),
         )
     except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, named in one line
         raise ConfigError(str(exc).splitlines()[0]) from None
@@ -494,6 +566,18 @@ class TrainerBase:
         text = f"{self.describe_rows()} x {self.args.num_steps} steps = batch {self.batch_size}"
         text = text if self.world == 1 else f"{text} per rank x {self.world} ranks"
         return text + self.compile_note()
+
+    def compile_mode_for(self, auto_compile: bool, recurrent: bool = False) -> str:
+        """``run.compile`` resolved for this run (``fasttrain.device.resolve_compile``), with
+        what the learner says of compiling it (its ``Learner.auto_compile``)."""
+        return resolve_compile(
+            self.config.run.compile,
+            self.ctx.device,
+            self.args.total_timesteps,
+            auto_compile,
+            recurrent,
+            self.config.model.hidden,
+        )
 
     @property
     def precision(self) -> str:

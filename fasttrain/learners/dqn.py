@@ -20,11 +20,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fasttrain.device import resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.learners.common import (
     CompiledStep,
     TrainerBase,
+    call_module,
     check_memory,
     check_optimizer,
     make_optimizer,
@@ -38,6 +38,12 @@ from fasttrain.models import make_q_network
 PRIO_EPS = 1e-6  # keeps every stored transition's priority above zero
 
 # ------------------------------------------------------------------------------- CONFIG
+
+
+LOSSES = ("huber", "mse")  # the TD losses
+AUTO_COMPILE = False  # run.compile = "auto" leaves DQN eager: compiling it was not measured faster
+# the console line's names of DQN's columns
+SHORT_NAMES = {"losses/td_loss": "td", "losses/q_values": "q", "charts/epsilon": "eps"}
 
 
 @dataclass(frozen=True)
@@ -339,7 +345,7 @@ class Trainer(TrainerBase):
     """
 
     def __init__(self, config, warn=print):
-        self.args = args = config.learner("dqn")
+        self.args = args = config.learner
         super().__init__(config, args.num_envs)
         env = self.env
         with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
@@ -386,11 +392,11 @@ class Trainer(TrainerBase):
         # first use (a ring can have many slots) and kept
         self.step_outputs = [None] * self.buffer.num_slots
         warn = warn_once(warn)  # one compile warning covers acting and the update
-        self.compile_mode = resolve_compile(
-            config.run.compile, self.ctx.device, args.total_timesteps, "dqn"
+        self.compile_mode = self.compile_mode_for(AUTO_COMPILE)
+        self.act_network = CompiledStep(
+            call_module, self.q_network, self.compile_mode, warn, "the network"
         )
-        self.act_network = CompiledStep(self.q_network, self.compile_mode, warn, "the network")
-        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
+        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
 
     def describe(self) -> str:
         args = self.args
@@ -561,7 +567,7 @@ def actor(
 ):
     """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval);
     a Q-network has no policy to sample, so ``greedy`` and ``seed`` change nothing."""
-    dueling = config.learner("dqn").dueling
+    dueling = config.learner.dueling
     q_network = make_q_network(
         obs_shape, obs_dtype, num_actions, config.model, dueling=dueling,
         obs_categories=obs_categories,

@@ -3,24 +3,35 @@
 The environment writes each step's observations straight into the rollout storage slot
 ``obs[t + 1]`` (and final observations of ended episodes into ``final_obs[t]``), so the learner
 never gathers or copies experience. Truncated steps bootstrap from the value of ``final_obs``.
+
+With ``ppo.overlap`` the rollout of iteration k + 1 is collected, in a second thread and a
+second storage, with the weights from before update k while update k runs: one iteration of
+policy lag, which PPO's ratio against the stored log-probabilities of the behaviour policy
+already accounts for (as in Sample Factory's APPO). The rollout and the update draw from their
+own random streams and the swap happens at a fixed point, so results never depend on timing.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from fasttrain import distributed
-from fasttrain.device import resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.gae import GAE
 from fasttrain.learners.common import (
+    DEFER_SHARE,
     CompiledStep,
+    DeferredCompile,
     TrainerBase,
+    call_module,
     check_memory,
     check_optimizer,
     make_optimizer,
@@ -32,6 +43,17 @@ from fasttrain.learners.common import (
 from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- CONFIG
+
+# run.compile = "auto" compiles PPO where it pays (docs/performance.md#torchcompile)
+AUTO_COMPILE = True
+# the console line's names of PPO's loss columns
+SHORT_NAMES = {
+    "losses/policy_loss": "pg",
+    "losses/value_loss": "v",
+    "losses/entropy": "ent",
+    "losses/approx_kl": "kl",
+    "losses/clipfrac": "clip",
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +96,10 @@ class PPOConfig:
     bptt_horizon: int = 16
     """steps per sequence a recurrent policy (model.core) replays in the update, from the
     state stored at its first step; divides num_steps"""
+    overlap: bool = False
+    """collect the next rollout, in a second thread, with the weights from before each update
+    while the update runs: one iteration of policy lag (the importance ratio is taken against
+    the behaviour policy's stored log-probabilities); measured in docs/performance.md"""
     max_minibatch_size: int = 0
     """gradient accumulation (PufferLib's name): a minibatch larger than this many samples is
     processed in chunks of this size whose gradients add up before one optimizer step, with the
@@ -153,149 +179,271 @@ def check_model(ppo: PPOConfig, model, where: str = "ppo") -> None:
 # ------------------------------------------------------------------------------- SETUP
 
 
+@dataclass
+class Rollout:
+    """One rollout's time-major storage (``T`` steps of ``N`` rows), allocated once. The env
+    writes ``obs[t + 1]`` and ``final_obs[t]`` of step t straight into it (``step_outputs``),
+    and the advantage kernel is bound to it (``gae``)."""
+
+    obs: torch.Tensor  # (T + 1, N, *obs_shape): obs[0] where the rollout starts
+    final_obs: torch.Tensor  # (T, N, *obs_shape): valid where step t ended an episode
+    actions: torch.Tensor  # (T, N) int64
+    logprobs: torch.Tensor  # (T, N): of the actions, under the policy that acted
+    values: torch.Tensor  # (T, N)
+    rewards: torch.Tensor  # (T, N)
+    final_values: torch.Tensor  # (T, N): value of final_obs[t] where step t truncated
+    advantages: torch.Tensor  # (T, N)
+    returns: torch.Tensor  # (T, N)
+    terminated: torch.Tensor  # (T, N) bool
+    truncated: torch.Tensor  # (T, N) bool
+    # episode_starts[t]: obs[t] is the first of an episode, so a recurrent state restarts
+    episode_starts: torch.Tensor  # (T + 1, N) bool
+    last_values: torch.Tensor  # (N,): value of obs[T], the bootstrap
+    # a recurrent policy's state entering each step: states[t] goes into step t (restarted
+    # inside the policy where episode_starts[t]); states[0] carries over between rollouts
+    states: torch.Tensor | None = None  # (T + 1, N, state_size)
+    step_outputs: list = field(default_factory=list, repr=False)
+    gae: object = field(default=None, repr=False)
+
+    # what a checkpoint keeps of a collected rollout that is still to be learned from
+    SAVED = (
+        "obs",
+        "final_obs",
+        "actions",
+        "logprobs",
+        "values",
+        "rewards",
+        "final_values",
+        "advantages",
+        "returns",
+        "terminated",
+        "truncated",
+        "episode_starts",
+        "states",
+    )
+
+    def carry_over(self, other: Rollout) -> None:
+        """Start where ``other`` ended: its last observation, restart flags and states."""
+        self.obs[0].copy_(other.obs[-1])
+        self.episode_starts[0].copy_(other.episode_starts[-1])
+        if self.states is not None:
+            self.states[0].copy_(other.states[-1])
+
+
 class Trainer(TrainerBase):
     """Holds the environment, network, optimizer and rollout storage of one PPO run."""
 
     def __init__(self, config, warn=print):
-        self.args = args = config.learner("ppo")
+        self.args = args = config.learner
         super().__init__(config, args.num_envs)
         env = self.env
         with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
-            self.policy = make_policy(
-                env.obs_shape,
-                env.obs_dtype,
-                env.num_actions,
-                config.model,
-                self.device,
-                env.spec.obs_categories,
-            )
+            self.policy = self.make_policy()
         self.share_weights(self.policy)
         self.fit_threads(self.policy)
         self.optimizer = make_optimizer(args.optimizer, self.policy, args.learning_rate, eps=1e-5)
         self.batch_size = self.rows * args.num_steps  # per rank
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
-
-        # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
-        T, N, dev = args.num_steps, self.rows, self.device
         self.recurrent = self.policy.is_recurrent
-        state_size = self.policy.state_size if self.recurrent else 0
-        obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        rollout_bytes = (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
-        check_memory(rollout_bytes, "PPO rollout storage", dev)
-        self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
-        self.final_obs = torch.zeros((T, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
-        self.actions = torch.zeros((T, N), dtype=torch.int64, device=dev)
-        self.logprobs = torch.zeros((T, N), device=dev)
-        self.values = torch.zeros((T, N), device=dev)
-        self.rewards = torch.zeros((T, N), device=dev)
-        self.final_values = torch.zeros((T, N), device=dev)  # value of final_obs[t] if truncated
-        self.advantages = torch.zeros((T, N), device=dev)
-        self.returns = torch.zeros((T, N), device=dev)
-        self.terminated = torch.zeros((T, N), dtype=torch.bool, device=dev)
-        self.truncated = torch.zeros((T, N), dtype=torch.bool, device=dev)
-        # episode_starts[t]: obs[t] is the first of an episode, so a recurrent state restarts
-        self.episode_starts = torch.ones((T + 1, N), dtype=torch.bool, device=dev)
-        self.last_values = torch.zeros(N, device=dev)
-        # a recurrent policy's state entering each step: states[t] goes into step t (restarted
-        # inside the policy where episode_starts[t]); states[0] carries over between rollouts
-        self.states = None
-        # gradient accumulation: chunks of a minibatch along its last index dimension
-        # (transitions, or whole sequences for a recurrent policy); None: one piece
+        self.plan_minibatches()
+        self.check_storage(2 if args.overlap else 1)
+        self.storage = self.new_rollout()
+        self.storage.obs[0].copy_(env.obs)
+        warn_always, warn = warn, warn_once(warn)  # one compile warning for both steps
+        self.compile_mode = self.compile_mode_for(AUTO_COMPILE, recurrent=self.recurrent)
+        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
+        # the policy that acts: the learner's own, or with overlap a copy holding the weights
+        # from before the update that runs meanwhile, with its own storage and random stream
+        self.behaviour, self.next_storage = self.policy, None
+        self.rollout_generator = self.generator
+        self.collected = False  # overlap: ``storage`` holds a rollout still to learn from
+        if args.overlap:
+            self.behaviour = self.make_policy()
+            self.behaviour.requires_grad_(False)
+            self.next_storage = self.new_rollout()
+            seed = distributed.rank_seed(config.run.seed, self.ctx.ranks.rank) + 1
+            self.rollout_generator = torch.Generator(device=self.device).manual_seed(seed % 2**63)
+        self.act_policy = CompiledStep(
+            call_module, self.behaviour, self.compile_mode, warn, "the network"
+        )
+        # the steps compile in the background while the first twentieth trains eagerly; under
+        # torchrun at once (a copy's gradient all-reduce would meet the real one's)
+        self.deferred = None
+        if self.train_step.compiled and not self.ctx.ranks.enabled:
+            switch_at = max(1, self.num_iterations // DEFER_SHARE)
+            steps = [self.train_step, self.act_policy]
+            self.deferred = DeferredCompile(steps, switch_at, say=warn_always)
+            self.deferred.start(self.precompile)
+
+    def precompile(self) -> None:
+        """Compile the update step and the acting network on copies of them (zero data of the
+        real shapes), so the run trains on in the meantime: in the background thread."""
+        shadow = copy.copy(self)
+        shadow.policy = copy.deepcopy(self.policy)
+        shadow.optimizer = make_optimizer(
+            self.args.optimizer, shadow.policy, self.args.learning_rate, eps=1e-5
+        )
+        shadow.ctx = dataclasses.replace(self.ctx, skipped=None, _backups={})
+        obs_shape, n = self.env.obs_shape, self.batch_size
+        shadow.b_obs = torch.zeros((n, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
+        shadow.b_actions = torch.zeros(n, dtype=torch.int64, device=self.device)
+        for name in ("b_logprobs", "b_advantages", "b_returns", "b_values"):
+            setattr(shadow, name, torch.zeros(n, device=self.device))
+        if self.recurrent:
+            shadow.b_states = torch.zeros((n, self.policy.state_size), device=self.device)
+            shadow.b_starts = torch.ones(n, dtype=torch.bool, device=self.device)
+            steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
+            mb = steps + torch.arange(self.sequences_per_minibatch, device=self.device)[None]
+        else:
+            mb = torch.arange(self.minibatch_size, device=self.device)
+        self.train_step.precompile(shadow, mb)
+        behaviour = copy.deepcopy(self.behaviour)
+        obs = torch.zeros((self.rows, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
+        starts = torch.ones(self.rows, dtype=torch.bool, device=self.device)
+        state = torch.zeros((self.rows, self.policy.state_size)) if self.recurrent else None
+        with torch.inference_mode():
+            self.act_policy.precompile(behaviour, obs, state, starts)
+
+    def make_policy(self):
+        env = self.env
+        return make_policy(
+            env.obs_shape,
+            env.obs_dtype,
+            env.num_actions,
+            self.config.model,
+            self.device,
+            env.spec.obs_categories,
+        )
+
+    def plan_minibatches(self) -> None:
+        """Gradient accumulation chunks and, for a recurrent policy, its sequences."""
+        args = self.args
+        # chunks of a minibatch along its last index dimension (transitions, or whole
+        # sequences for a recurrent policy); None: one piece
         self.chunk = None
         if 0 < args.max_minibatch_size < self.minibatch_size:
             self.chunk = args.max_minibatch_size
         if self.recurrent:
-            self.states = torch.zeros((T + 1, N, state_size), device=dev)
             self.horizon = args.bptt_horizon
-            self.sequences = T // self.horizon * N
+            self.sequences = args.num_steps // self.horizon * self.rows
             self.sequences_per_minibatch = self.sequences // args.num_minibatches
             if self.chunk is not None:
                 self.chunk //= self.horizon
-        self.obs[0].copy_(env.obs)
-        # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
-        self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
-        warn = warn_once(warn)  # one compile warning covers the rollout and the update
-        self.compile_mode = resolve_compile(
-            config.run.compile,
-            self.ctx.device,
-            args.total_timesteps,
-            "ppo",
-            self.recurrent,
-            config.model.hidden,
+
+    def check_storage(self, copies: int) -> None:
+        """Refuse, in one line and before allocating, rollout storage that cannot fit."""
+        T, N, env = self.args.num_steps, self.rows, self.env
+        state_size = self.policy.state_size if self.recurrent else 0
+        obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
+        rollout_bytes = (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
+        check_memory(copies * rollout_bytes, "PPO rollout storage", self.device)
+
+    def new_rollout(self) -> Rollout:
+        """Zeroed storage for one rollout, its env outputs and advantage kernel bound once."""
+        args, env, dev = self.args, self.env, self.device
+        T, N = args.num_steps, self.rows
+
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        storage = Rollout(
+            obs=zeros(T + 1, N, *env.obs_shape, dtype=env.obs_dtype),
+            final_obs=zeros(T, N, *env.obs_shape, dtype=env.obs_dtype),
+            actions=zeros(T, N, dtype=torch.int64),
+            logprobs=zeros(T, N),
+            values=zeros(T, N),
+            rewards=zeros(T, N),
+            final_values=zeros(T, N),
+            advantages=zeros(T, N),
+            returns=zeros(T, N),
+            terminated=zeros(T, N, dtype=torch.bool),
+            truncated=zeros(T, N, dtype=torch.bool),
+            episode_starts=torch.ones((T + 1, N), dtype=torch.bool, device=dev),
+            last_values=zeros(N),
+            states=zeros(T + 1, N, self.policy.state_size) if self.recurrent else None,
         )
-        self.act_policy = CompiledStep(self.policy, self.compile_mode, warn, "the network")
-        self.train_step = CompiledStep(self._train_step, self.compile_mode, warn)
-        # the advantage kernel's arguments are converted once; CPU tensors as NumPy views
+        storage.step_outputs = [
+            env.bind_outputs(storage.obs[t + 1], storage.final_obs[t]) for t in range(T)
+        ]
         gae_args = (
-            self.rewards,
-            self.values,
-            self.last_values,
-            self.final_values,
-            self.terminated,
-            self.truncated,
+            storage.rewards,
+            storage.values,
+            storage.last_values,
+            storage.final_values,
+            storage.terminated,
+            storage.truncated,
             args.gamma,
             args.gae_lambda,
-            self.advantages,
-            self.returns,
+            storage.advantages,
+            storage.returns,
         )
-        if self.ctx.device.backend == "cpu":
+        if self.ctx.device.backend == "cpu":  # CPU tensors as NumPy views
             gae_args = tuple(a.numpy() if isinstance(a, torch.Tensor) else a for a in gae_args)
-        self.gae = GAE.bind(self.ctx.device.backend, gae_args)
+        storage.gae = GAE.bind(self.ctx.device.backend, gae_args)
+        return storage
 
     # --------------------------------------------------------------------------- ROLLOUT
 
-    def rollout(self) -> None:
+    def rollout(self, storage: Rollout | None = None) -> None:
+        """``num_steps`` steps of every env into ``storage`` (default: ``self.storage``),
+        acting with ``self.behaviour``."""
+        s = self.storage if storage is None else storage
         env, args, timers = self.env, self.args, self.timers
         with torch.inference_mode():
             for t in range(args.num_steps):
                 t0 = time.perf_counter()
                 # float32: a bf16 rollout forward measured ~15% slower end to end on the CPU
-                state = self.states[t] if self.recurrent else None
-                logits, value, state = self.act_policy(self.obs[t], state, self.episode_starts[t])
+                state = s.states[t] if self.recurrent else None
+                logits, value, state = self.act_policy(s.obs[t], state, s.episode_starts[t])
                 if self.recurrent:
-                    self.states[t + 1].copy_(state)
-                gumbel = -torch.log(
-                    -torch.log(
-                        torch.rand(logits.shape, generator=self.generator, device=self.device)
-                    )
+                    s.states[t + 1].copy_(state)
+                noise = torch.rand(
+                    logits.shape, generator=self.rollout_generator, device=self.device
                 )
+                gumbel = -torch.log(-torch.log(noise))
                 action = torch.argmax(logits + gumbel, dim=1)  # a sample of softmax(logits)
-                self.logprobs[t] = F.log_softmax(logits, dim=1).gather(1, action[:, None])[:, 0]
-                self.actions[t] = action
-                self.values[t] = value
+                s.logprobs[t] = F.log_softmax(logits, dim=1).gather(1, action[:, None])[:, 0]
+                s.actions[t] = action
+                s.values[t] = value
                 t1 = time.perf_counter()
                 # actions come from an argmax over num_actions logits, so they are in range:
                 # skip the check that would cost a host sync per step on cuda
-                env.step(action, out=self.step_outputs[t], check=False)
-                self.rewards[t] = env.rewards
-                self.terminated[t] = env.terminated
-                self.truncated[t] = env.truncated
-                torch.logical_or(env.terminated, env.truncated, out=self.episode_starts[t + 1])
+                env.step(action, out=s.step_outputs[t], check=False)
+                s.rewards[t] = env.rewards
+                s.terminated[t] = env.terminated
+                s.truncated[t] = env.truncated
+                torch.logical_or(env.terminated, env.truncated, out=s.episode_starts[t + 1])
                 t2 = time.perf_counter()
                 timers.forward += t1 - t0
                 timers.env += t2 - t1
-        self.global_step += args.num_steps * self.rows * self.world  # agent steps, all ranks
 
     # --------------------------------------------------------------------------- ADVANTAGES
 
-    def compute_advantages(self) -> None:
+    def compute_advantages(self, storage: Rollout | None = None) -> None:
+        """GAE over ``storage`` (default: ``self.storage``), with the acting policy's values."""
+        s = self.storage if storage is None else storage
         t0 = time.perf_counter()
         with torch.inference_mode():
-            state = self.states[-1] if self.recurrent else None
-            self.last_values.copy_(self.act_policy(self.obs[-1], state, self.episode_starts[-1])[1])
-            self.final_values.zero_()
-            rows = self.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
+            state = s.states[-1] if self.recurrent else None
+            s.last_values.copy_(self.act_policy(s.obs[-1], state, s.episode_starts[-1])[1])
+            s.final_values.zero_()
+            rows = s.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
             if rows[0].numel():
                 # a recurrent policy sees final_obs[t] from the state step t reached, before
                 # the restart the next step applies
-                state = self.states[1:][rows] if self.recurrent else None
-                self.final_values[rows] = self.policy.value(self.final_obs[rows], state)
+                state = s.states[1:][rows] if self.recurrent else None
+                s.final_values[rows] = self.behaviour.value(s.final_obs[rows], state)
         stream = 0
         if self.device.type == "cuda":  # launch on torch's stream, ordered with the learner
             stream = torch.cuda.current_stream(self.device).cuda_stream
-        self.gae(stream=stream)
+        s.gae(stream=stream)
         self.timers.forward += time.perf_counter() - t0
+
+    def collect(self, storage: Rollout) -> None:
+        """A whole rollout into ``storage``: the steps, then its advantages."""
+        self.rollout(storage)
+        self.compute_advantages(storage)
 
     # --------------------------------------------------------------------------- UPDATE
 
@@ -332,12 +480,11 @@ class Trainer(TrainerBase):
         logits, values = self.policy.unroll(self.b_obs[mb], initial, self.b_starts[mb])
         return logits.reshape(-1, logits.shape[-1]), values.reshape(-1)
 
-    def loss(self, mb, norm=None, share: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO loss of minibatch ``mb`` and its stats ``[pg, v, entropy, approx_kl, clipfrac]``.
-
-        For one chunk of a larger minibatch: ``norm`` is the whole minibatch's advantage
-        ``(mean, std)`` and ``share`` the chunk's fraction of its samples, so the chunks' losses
-        and stats add up to the whole minibatch's (every term is a mean over samples)."""
+    def loss(self, mb, advantages=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """PPO loss of minibatch ``mb`` (every term a mean over its samples) and its stats
+        ``[pg, v, entropy, approx_kl, clipfrac]``. ``advantages``: the samples' advantages,
+        already normalised (a chunk of a larger minibatch, normalised over the whole of it);
+        None: read and normalised here."""
         args = self.args
         with self.ctx.autocast():
             logits, new_values = self.evaluate_actions(mb)
@@ -345,13 +492,10 @@ class Trainer(TrainerBase):
         mb = mb.reshape(-1)
         log_probs = F.log_softmax(logits, dim=1)
         new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
-        entropy = -(log_probs.exp() * log_probs).sum(1).mean() * share
+        entropy = -(log_probs.exp() * log_probs).sum(1).mean()
         log_ratio = new_logprob - self.b_logprobs[mb]
         ratio = log_ratio.exp()
-        mb_adv = self.b_advantages[mb]
-        if args.norm_adv:
-            mean, std = (mb_adv.mean(), mb_adv.std()) if norm is None else norm
-            mb_adv = (mb_adv - mean) / (std + 1e-8)
+        mb_adv = self.normalised(self.b_advantages[mb]) if advantages is None else advantages
         pg_loss = torch.max(
             -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
         ).mean()
@@ -363,37 +507,43 @@ class Trainer(TrainerBase):
             )
         else:
             v_loss = 0.5 * ((new_values - b_returns) ** 2).mean()
-        pg_loss, v_loss = pg_loss * share, v_loss * share
         loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
         with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean() * share
-            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean() * share
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
         return loss, stats
+
+    def normalised(self, advantages: torch.Tensor) -> torch.Tensor:
+        """A minibatch's advantages, normalised to mean 0 and std 1 where ``ppo.norm_adv``."""
+        if not self.args.norm_adv:
+            return advantages
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
     def _train_step(self, mb: torch.Tensor) -> torch.Tensor:
         """One optimizer step on minibatch ``mb`` (loss, backward, clipping, the step; skipped
         when not finite); returns the loss stats. ``run.compile`` compiles it whole.
 
         With ``ppo.max_minibatch_size`` smaller than the minibatch, the minibatch is processed
-        in chunks whose gradients accumulate before the one step."""
+        in ``k`` equal chunks (along its last index dimension: transitions, or whole sequences)
+        whose gradients accumulate before the one step: each chunk's mean loss over k adds up to
+        the whole minibatch's, its advantages normalised over the whole minibatch."""
         if self.chunk is None:
             loss, stats = self.loss(mb)
             losses = loss
         else:
-            norm = None
-            if self.args.norm_adv:  # the whole minibatch's statistics, as without chunks
-                adv = self.b_advantages[mb.reshape(-1)]
-                norm = (adv.mean(), adv.std())
-            parts = mb.split(self.chunk, dim=-1)
+            advantages = self.normalised(self.b_advantages[mb])  # shaped like mb
+            chunks = (mb.split(self.chunk, -1), advantages.split(self.chunk, -1))
+            parts = list(zip(*chunks, strict=True))
+            k = len(parts)
             stats = torch.zeros(5, device=self.device)
 
             def chunk_losses():
                 nonlocal stats
-                for part in parts:
-                    loss, part_stats = self.loss(part, norm, part.shape[-1] / mb.shape[-1])
-                    stats = stats + part_stats
-                    yield loss
+                for part, part_advantages in parts:
+                    loss, part_stats = self.loss(part, part_advantages.reshape(-1))
+                    stats = stats + part_stats / k
+                    yield loss / k
 
             losses = chunk_losses()
         self.ctx.optimizer_step(
@@ -402,16 +552,17 @@ class Trainer(TrainerBase):
         return stats
 
     def prepare_batch(self) -> None:
-        """Flat views of the rollout, ``b_`` prefixes as in CleanRL (no copies)."""
-        self.b_obs = self.obs[:-1].reshape(self.batch_size, *self.env.obs_shape)
-        self.b_actions = self.actions.reshape(-1)
-        self.b_logprobs = self.logprobs.reshape(-1)
-        self.b_advantages = self.advantages.reshape(-1)
-        self.b_returns = self.returns.reshape(-1)
-        self.b_values = self.values.reshape(-1)
+        """Flat views of the rollout to learn from, ``b_`` prefixes as in CleanRL (no copies)."""
+        s = self.storage
+        self.b_obs = s.obs[:-1].reshape(self.batch_size, *self.env.obs_shape)
+        self.b_actions = s.actions.reshape(-1)
+        self.b_logprobs = s.logprobs.reshape(-1)
+        self.b_advantages = s.advantages.reshape(-1)
+        self.b_returns = s.returns.reshape(-1)
+        self.b_values = s.values.reshape(-1)
         if self.recurrent:
-            self.b_states = self.states[:-1].reshape(self.batch_size, -1)
-            self.b_starts = self.episode_starts[:-1].reshape(-1)
+            self.b_states = s.states[:-1].reshape(self.batch_size, -1)
+            self.b_starts = s.episode_starts[:-1].reshape(-1)
 
     def update(self) -> dict:
         args = self.args
@@ -441,46 +592,106 @@ class Trainer(TrainerBase):
         return {f"losses/{k}": v for k, v in zip(names, means, strict=True)}
 
     def iterate(self) -> dict:
-        """One rollout, advantage pass and update; returns the update's losses."""
-        self.rollout()
-        self.compute_advantages()
+        """One rollout, advantage pass and update; returns the update's losses. With overlap:
+        the update of the rollout collected last, while the next one is collected."""
+        if self.deferred is not None:  # the compiled steps from their fixed iteration on
+            self.deferred.at(self.iteration)
+        if self.args.overlap:
+            return self.iterate_overlapped()
+        self.collect(self.storage)
         losses = self.update()
-        # the next rollout starts where this one ended
-        self.obs[0].copy_(self.obs[-1])
-        self.episode_starts[0].copy_(self.episode_starts[-1])
-        if self.recurrent:
-            self.states[0].copy_(self.states[-1])
+        self.global_step += self.steps_per_iteration  # agent steps, all ranks
+        self.storage.carry_over(self.storage)  # the next rollout starts where this one ended
         return losses
+
+    def iterate_overlapped(self) -> dict:
+        """Update k on ``storage`` (collected with the weights from before update k - 1)
+        while a second thread collects rollout k + 1 into ``next_storage`` with the weights
+        from before update k; then the two storages swap. Only the first iteration (and the
+        first after a resume of a run stopped before its first update) collects alone."""
+        if not self.collected:
+            self.behaviour.load_state_dict(self.policy.state_dict())
+            self.collect(self.storage)
+        self.behaviour.load_state_dict(self.policy.state_dict())  # the weights before update k
+        self.next_storage.carry_over(self.storage)
+        worker = threading.Thread(target=self._collect_in_thread, name="fasttrain-rollout")
+        self._failure = None
+        worker.start()
+        try:
+            losses = self.update()
+        finally:
+            worker.join()
+        if self._failure is not None:
+            raise self._failure
+        self.storage, self.next_storage = self.next_storage, self.storage
+        self.collected = True
+        self.global_step += self.steps_per_iteration  # the steps learned from, all ranks
+        return losses
+
+    def _collect_in_thread(self) -> None:
+        try:
+            if self.device.type == "cuda":  # its own stream: the update's work does not wait
+                stream = torch.cuda.Stream(self.device)
+                stream.wait_stream(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(stream):
+                    self.collect(self.next_storage)
+                torch.cuda.current_stream(self.device).wait_stream(stream)
+            else:
+                self.collect(self.next_storage)
+        except BaseException as exc:  # raised again in the main thread, after the update
+            self._failure = exc
 
     # --------------------------------------------------------------------------- STATE
 
     def state_dict(self) -> dict:
-        """Everything needed to continue bit for bit."""
+        """Everything needed to continue bit for bit (with overlap: the rollout collected but
+        not yet learned from, and its random stream)."""
+        s = self.storage
         state = {
             **self.base_state(),
             "model": self.policy.state_dict(),
-            "next_obs": self.obs[0].cpu().clone(),
-            "next_episode_starts": self.episode_starts[0].cpu().clone(),
+            "next_obs": s.obs[0].cpu().clone(),
+            "next_episode_starts": s.episode_starts[0].cpu().clone(),
         }
         if self.recurrent:  # the core's state of every row, where the next rollout starts
-            state["next_policy_state"] = self.states[0].cpu().clone()
+            state["next_policy_state"] = s.states[0].cpu().clone()
+        if self.args.overlap:
+            state["rollout_generator"] = self.rollout_generator.get_state()
+            if self.collected:
+                state["collected"] = {
+                    k: getattr(s, k).cpu().clone()
+                    for k in Rollout.SAVED
+                    if getattr(s, k) is not None
+                }
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.check_state(state)  # nothing changes on a mismatch
+        s = self.storage
         saved = state.get("next_policy_state")
-        if self.recurrent and (saved is None or tuple(saved.shape) != tuple(self.states[0].shape)):
+        if self.recurrent and (saved is None or tuple(saved.shape) != tuple(s.states[0].shape)):
             raise ConfigError(
                 "checkpoint holds no recurrent state of this run's shape "
-                f"{tuple(self.states[0].shape)}; resume it with the [model] it was written with"
+                f"{tuple(s.states[0].shape)}; resume it with the [model] it was written with"
+            )
+        overlapped = "rollout_generator" in state
+        if overlapped != self.args.overlap:
+            raise ConfigError(
+                f"checkpoint was written with ppo.overlap = {overlapped}; resume it with the same"
             )
         self.load_base_state(state)
         self.policy.load_state_dict(state["model"])
         if self.recurrent:
-            self.states[0].copy_(saved)
-        self.obs[0].copy_(state["next_obs"])
+            s.states[0].copy_(saved)
+        s.obs[0].copy_(state["next_obs"])
         if "next_episode_starts" in state:
-            self.episode_starts[0].copy_(state["next_episode_starts"])
+            s.episode_starts[0].copy_(state["next_episode_starts"])
+        if overlapped:
+            self.rollout_generator.set_state(state["rollout_generator"])
+            collected = state.get("collected")
+            self.collected = collected is not None
+            for key, value in (collected or {}).items():
+                getattr(s, key).copy_(value)
 
 
 class PolicyActor:

@@ -28,6 +28,10 @@ TINY = [
     "--quick",
     "--game",
     "snake",
+    "--backend",
+    "python",
+    "--backend",
+    "cpu",
     "--num-envs",
     "8,16",
     "--repeats",
@@ -90,23 +94,67 @@ def test_json_covers_the_sweep_baseline_and_speedups(tiny_run):
             assert row["speedup_vs_baseline"] == pytest.approx(
                 row["sps_median"] / baseline["sps_median"]
             )
-    (compiled,) = data["compile"]
-    assert compiled["backend"] == "cpu"
+    assert data["compile"] == []  # --quick times no compile in fresh processes, and says so
+    (note,) = [s for s in data["skipped"] if s["what"] == "compile"]
+    assert "--quick" in note["reason"]
+
+
+def test_quick_has_one_ppo_train_row_and_its_ceiling(tiny_run):
+    """--quick's one training row (PPO on its first game) and its ceiling, each timed phase
+    non-zero; every learner's rows: test_training_stage_... below."""
+    _, data, _ = tiny_run
+    assert not [s for s in data["skipped"] if s["what"].startswith("train snake")]
+    (train,) = [r for r in data["results"] if r["kind"] == "train"]
+    (ceiling,) = [r for r in data["results"] if r["kind"] == "ceiling"]
+    assert train["algo"] == ceiling["algo"] == "ppo" and train["game"] == "snake"
+    # each timed phase took time (the fractions sum to 1 by construction: no check there)
+    assert all(0 < train[k] < 1 for k in ("time_env", "time_forward", "time_learn"))
+    assert 0 <= train["time_other"] < 1 and train["sps_median"] > 0
+    assert data["settings"]["learners"] == ["ppo"] and data["settings"]["train_games"] == ["snake"]
+
+
+def test_quick_defaults_to_snake_and_cartpole_cpu_rows_and_all_widens_it(tmp_path):
+    from fasttrain import games
+    from fasttrain.learners import LEARNERS
+
+    quick = cartpole_plan(tmp_path, game_names=())
+    assert quick.games == ["snake", "cartpole"] and quick.backends == ["cpu"]
+    assert quick.train_games == ("snake",) and quick.learners == ("ppo",)
+    assert not quick.compile_times and quick.target_games == {"cartpole": ("return", (475.0,))}
+    assert quick.target_budget_s["sb3"] == 20.0 and quick.target_seeds == 1
+    assert cartpole_plan(tmp_path, game_names=("all",)).games == games.names()
+    full = cartpole_plan(tmp_path, game_names=(), quick=False)
+    assert full.games == games.names() and full.backends == ["python", "cpu"]
+    assert full.learners == tuple(LEARNERS) and full.compile_times
+
+
+def test_the_compile_stage_times_a_cold_then_a_warm_first_step(tmp_path):
+    plan = dataclasses.replace(env_plan("cartpole", ("cpu",)), compile_times=True)
+    results = Results()
+    stages.compile_stage(plan, results, str(tmp_path / "cache"))
+    assert not results.skipped, results.skipped
+    (compiled,) = results.compiles
+    assert (compiled["game"], compiled["backend"]) == ("cartpole", "cpu")
     assert compiled["cold_first_step_s"] > 0 and compiled["warm_first_step_s"] > 0
 
 
-def test_json_train_rows_or_a_skip_note(tiny_run):
-    _, data, _ = tiny_run
-    skipped = [s["what"] for s in data["skipped"]]
-    for algo, what in (("ppo", "train snake"), ("dqn", "train snake dqn")):
-        trains = [r for r in data["results"] if r["kind"] == "train" and r["algo"] == algo]
-        if trains:
-            (train,) = trains
-            assert [r["algo"] for r in data["results"] if r["kind"] == "ceiling"].count(algo) == 1
-            split = [train[k] for k in ("time_env", "time_forward", "time_learn", "time_other")]
-            assert all(0 <= f <= 1 for f in split)
-        else:
-            assert what in skipped
+def test_a_trainer_crash_fails_bench_in_one_line(monkeypatch):
+    """A broken trainer is an error with its cause, not a skip note beside the other figures."""
+    from click.testing import CliRunner
+
+    from fasttrain.bench import stages
+    from fasttrain.cli import main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the trainer broke")
+
+    monkeypatch.setattr(stages, "bench_train", broken)
+    result = CliRunner().invoke(
+        main, ["bench", "--quick", "--game", "cartpole", "--backend", "cpu", "--no-targets"]
+    )
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert lines == ["Error: train cartpole failed: RuntimeError: the trainer broke"]
 
 
 @pytest.mark.parametrize(
@@ -522,10 +570,14 @@ def test_minatar_games_get_the_minatar_package_as_their_peer_row(monkeypatch):
 
 
 def train_plan(tmp_path, cores=("lstm",)):
-    """A quick cartpole plan for the training rows: 8 envs, 1 iteration, 1 repeat, 1 thread."""
-    return cartpole_plan(
+    """A small cartpole plan for the training rows of every learner (and the rows at other
+    settings, which --quick leaves out): 8 envs, 1 iteration, 1 repeat, 1 thread."""
+    from fasttrain.learners import LEARNERS
+
+    plan = cartpole_plan(
         tmp_path, repeats=1, train_iterations=1, train_num_envs=8, targets=False, cores=cores
     )
+    return dataclasses.replace(plan, quick=False, learners=tuple(LEARNERS))
 
 
 def test_make_plan_keeps_the_cores_in_order_once(tmp_path):
@@ -585,12 +637,14 @@ def test_training_stage_adds_a_recurrent_ppo_row_beside_the_feed_forward_one(
     trains = [
         (r["algo"], r["core"], r["settings"]) for r in data["results"] if r["kind"] == "train"
     ]
-    puffer = stages.EXTRA_TRAIN_ROWS["cartpole"][0][0]
+    puffer, overlapped = (row[0] for row in stages.EXTRA_TRAIN_ROWS["cartpole"])
     assert trains == [
         ("ppo", "none", "default"),
         ("dqn", "none", "default"),
+        ("pqn", "none", "default"),
         ("ppo", "lstm", "default"),
         ("ppo", "none", puffer),
+        ("ppo", "none", overlapped),
     ]
 
 
@@ -615,18 +669,23 @@ def test_cartpole_has_a_row_at_pufferlibs_settings(monkeypatch):
 
     monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # eager: no compile in a test
     plan = make_plan(
-        game_names=("cartpole",), device="cpu", num_envs=None, backend_names=(), quick=True,
+        game_names=("cartpole",), device="cpu", num_envs=None, backend_names=(), quick=False,
         json_path=None, plot_path=None, threads=1, repeats=1, seconds=0.05,
         train_iterations=1, train_num_envs=8, targets=False, targets_only=False, cores=(),
         seed=0,
     )  # fmt: skip
     results = Results()
     stages.training_stage(plan, results, "cartpole")
+    quick = Results()  # --quick leaves the row at other settings out
+    stages.training_stage(dataclasses.replace(plan, quick=True), quick, "cartpole")
+    assert {r["settings"] for r in quick.rows} == {"default"}
     trains = {r["settings"]: r for r in results.rows if r["kind"] == "train" and r["algo"] == "ppo"}
-    assert set(trains) == {"default", stages.EXTRA_TRAIN_ROWS["cartpole"][0][0]}
-    puffer = trains.pop(stages.EXTRA_TRAIN_ROWS["cartpole"][0][0])
-    assert (puffer["num_envs"], puffer["batch_size"]) == (1024, 65_536)
-    assert "PufferLib" in puffer["note"] and "(num_envs set)" not in puffer["note"]
+    names = [row[0] for row in stages.EXTRA_TRAIN_ROWS["cartpole"]]  # synchronous, overlapped
+    assert set(trains) == {"default", *names}
+    for name in names:
+        puffer = trains.pop(name)
+        assert (puffer["num_envs"], puffer["batch_size"]) == (1024, 65_536)
+        assert "PufferLib" in puffer["note"] and "(num_envs set)" not in puffer["note"]
     assert trains["default"]["num_envs"] == 8 and "(num_envs set)" in trains["default"]["note"]
     ceilings = [r for r in results.rows if r["kind"] == "ceiling" and "PufferLib" in r["note"]]
-    assert len(ceilings) == 1 and ceilings[0]["num_envs"] == 1024
+    assert len(ceilings) == 2 and all(c["num_envs"] == 1024 for c in ceilings)

@@ -7,7 +7,8 @@ import pytest
 import tomllib
 
 from fasttrain import config as cfg
-from fasttrain import games
+from fasttrain import configfile, games
+from fasttrain.learners import LEARNERS
 from fasttrain.learners.ppo import PPOConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,21 +17,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_config_toml_equals_code_defaults():
     text = (ROOT / "config.toml").read_text()
     parsed = cfg.from_dict(tomllib.loads(text))
-    defaults = cfg.Config()
-    for name in cfg.SECTIONS:
-        if name != "model":
-            assert getattr(parsed, name) == getattr(defaults, name), f"[{name}] differs"
-    assert parsed.model == defaults.model_for()  # the chosen game's network, presets applied
+    defaults = cfg.defaults()
+    for name in ("run", "game", "log"):
+        assert getattr(parsed, name) == getattr(defaults, name), f"[{name}] differs"
+    for name in cfg.LEARNER_SECTIONS:  # [ppo], [dqn]: the dataclass defaults
+        assert parsed.layers.section(name) == LEARNERS[name].config(), f"[{name}] differs"
+    assert parsed.layers.section("model") == cfg.ModelConfig()
+    assert parsed.model == defaults.model  # the chosen game's network, presets applied
+    (file,) = parsed.layers.items  # the file is one layer
     for game in games.names():  # [game.<name>]: the params dataclass defaults < the preset
         spec = games.get(game)
         want = spec.params_cls(**cfg.GAME_DEFAULTS.get(game, {}).get("params", {}))
-        assert spec.make_params(**parsed.games[game]["params"]) == want
-        assert parsed.game_params(game) == defaults.game_params(game) == want
+        assert spec.make_params(**file.games[game]["params"]) == want
+        assert parsed.layers.params(game) == defaults.layers.params(game) == want
         for section in [*cfg.LEARNER_SECTIONS, "model"]:
             want = cfg.GAME_DEFAULTS.get(game, {}).get(section, {})
-            assert parsed.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
+            assert file.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
     # and the file is exactly what the code renders, comments included
-    assert text == cfg.to_toml(defaults, cfg.CONFIG_HEADER)
+    assert text == configfile.config_file()
 
 
 def test_every_key_has_a_comment():
@@ -50,28 +54,31 @@ def test_set_parses_types_and_nested_game_keys():
             "log.interval_s=1",
         ]
     )
-    assert config.ppo.learning_rate == 3e-4 and config.ppo.anneal_lr is False
+    assert (
+        config.layers.section("ppo").learning_rate == 3e-4
+        and config.layers.section("ppo").anneal_lr is False
+    )
     assert config.run.device == "cpu" and config.log.interval_s == 1.0
-    assert config.game_params().height == 8
-    assert config.learner("ppo").num_envs == 64  # per-game section overrides [ppo]
-    assert config.ppo.num_envs == PPOConfig().num_envs
+    assert config.params.height == 8
+    assert config.learner.num_envs == 64  # per-game section overrides [ppo]
+    assert config.layers.section("ppo").num_envs == PPOConfig().num_envs
 
 
 def test_game_section_overrides_ppo_section():
     config = cfg.from_dict(
         {"ppo": {"ent_coef": 0.5}, "game": {"snake": {"ppo": {"ent_coef": 0.25}}}}
     )
-    assert config.learner("ppo").ent_coef == 0.25
+    assert config.learner.ent_coef == 0.25
     other = cfg.from_dict({"ppo": {"ent_coef": 0.5}})
     assert cfg.GAME_DEFAULTS["snake"]["ppo"]["ent_coef"] != 0.5
-    assert other.learner("ppo").ent_coef == 0.5  # [ppo] in a file beats snake's preset
+    assert other.learner.ent_coef == 0.5  # [ppo] in a file beats snake's preset
 
 
 def test_config_file_then_set(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[ppo]\nnum_steps = 32\n[run]\nseed = 5\n")
     config = cfg.load(path, sets=["run.seed=6"])
-    assert config.ppo.num_steps == 32 and config.run.seed == 6
+    assert config.layers.section("ppo").num_steps == 32 and config.run.seed == 6
 
 
 @pytest.mark.parametrize(
@@ -123,15 +130,15 @@ def test_missing_and_malformed_files(tmp_path):
 
 def test_field_docs_cover_every_field():
     for cls in [*cfg.SECTIONS.values(), *(games.get(g).params_cls for g in games.names())]:
-        docs = cfg.field_docs(cls)
+        docs = configfile.field_docs(cls)
         assert set(docs) == {f.name for f in dataclasses.fields(cls)}, cls.__name__
 
 
 def test_resolved_config_round_trips():
     config = cfg.load(sets=["game.snake.width=9", "game.snake.ppo.num_steps=32", "model.hidden=64"])
-    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
-    assert again.game_params() == config.game_params()
-    assert again.learner("ppo") == config.learner("ppo") and again.model == config.model
+    again = cfg.from_dict(tomllib.loads(configfile.to_toml(config)))
+    assert again.params == config.params
+    assert again.learner == config.learner and again.model == config.model
 
 
 # ------------------------------------------------------------------ precedence
@@ -142,34 +149,33 @@ def test_set_beats_the_game_presets():
     preset = cfg.GAME_DEFAULTS["snake"]["ppo"]
     assert preset["num_envs"] != 8 and preset["total_timesteps"] != 10_000
     config = cfg.load(sets=["ppo.num_envs=8", "ppo.total_timesteps=10000"])
-    assert config.learner("ppo").num_envs == 8
-    assert config.learner("ppo").total_timesteps == 10_000
+    assert config.learner.num_envs == 8
+    assert config.learner.total_timesteps == 10_000
     # the README's example on cartpole, whose presets set learning_rate too
     config = cfg.load(sets=["game.name=cartpole", "ppo.learning_rate=3e-4"])
     assert cfg.GAME_DEFAULTS["cartpole"]["ppo"]["learning_rate"] != 3e-4
-    assert config.learner("ppo").learning_rate == 3e-4
+    assert config.learner.learning_rate == 3e-4
 
 
 def test_config_file_beats_presets_and_set_beats_the_file(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text("[ppo]\nnum_steps = 16\nnum_envs = 64\n[game.snake.ppo]\nnum_envs = 128\n")
     config = cfg.load(path)
-    assert config.learner("ppo").num_steps == 16  # [ppo] in the file beats snake's preset 32
-    assert config.learner("ppo").num_envs == 128  # inside one file the game's table wins
+    assert config.learner.num_steps == 16  # [ppo] in the file beats snake's preset 32
+    assert config.learner.num_envs == 128  # inside one file the game's table wins
     config = cfg.load(path, sets=["ppo.num_envs=8"])
-    assert config.learner("ppo").num_envs == 8  # --set beats everything in the file
+    assert config.learner.num_envs == 8  # --set beats everything in the file
     # presets still apply to what nobody set
-    assert (
-        config.learner("ppo").total_timesteps
-        == cfg.GAME_DEFAULTS["snake"]["ppo"]["total_timesteps"]
-    )
+    assert config.learner.total_timesteps == cfg.GAME_DEFAULTS["snake"]["ppo"]["total_timesteps"]
 
 
 def test_set_game_learner_section_still_works():
     config = cfg.load(sets=["game.snake.ppo.num_steps=16", "game.cartpole.ppo.num_steps=8"])
-    assert config.learner("ppo").num_steps == 16
-    assert config.learner("ppo", "cartpole").num_steps == 8
-    assert config.ppo.num_steps == PPOConfig().num_steps  # [ppo] as written is untouched
+    assert config.learner.num_steps == 16
+    assert config.layers.learner("ppo", "cartpole").num_steps == 8
+    assert (
+        config.layers.section("ppo").num_steps == PPOConfig().num_steps
+    )  # [ppo] as written is untouched
 
 
 def test_overrides_name_where_each_value_came_from(tmp_path):
@@ -190,11 +196,14 @@ def test_written_config_reads_back_to_the_same_settings_for_every_game(tmp_path)
     path = tmp_path / "mine.toml"
     path.write_text("[ppo]\nnum_envs = 32\n[dqn]\nbatch_size = 64\n")
     config = cfg.load(path, sets=["game.cartpole.ppo.num_steps=8", "ppo.ent_coef=0.5"])
-    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
+    again = cfg.from_dict(tomllib.loads(configfile.to_toml(config)))
     for game in games.names():
         for name in cfg.LEARNER_SECTIONS:
-            assert again.learner(name, game) == config.learner(name, game), (game, name)
-        assert again.model_for(game) == config.model_for(game), game
+            assert again.layers.learner(name, game) == config.layers.learner(name, game), (
+                game,
+                name,
+            )
+        assert again.layers.model(game) == config.layers.model(game), game
 
 
 @pytest.mark.parametrize("chosen", ["cartpole", "snake"])
@@ -202,11 +211,11 @@ def test_written_model_reads_back_for_every_game(chosen):
     """A run's config.toml names its own network in [model] and every other game's in
     [game.<name>.model], so it reads back the same whichever game it is used for."""
     config = cfg.load(sets=[f"game.name={chosen}", "game.snake.model.layers=3"])
-    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
+    again = cfg.from_dict(tomllib.loads(configfile.to_toml(config)))
     assert again.model == config.model
     for game in games.names():
-        assert again.model_for(game) == config.model_for(game), game
-    assert config.model_for("snake").layers == 3
+        assert again.layers.model(game) == config.layers.model(game), game
+    assert config.layers.model("snake").layers == 3
 
 
 def test_model_presets_per_game_and_their_precedence(tmp_path):
@@ -235,20 +244,69 @@ def test_game_param_presets_and_their_precedence(tmp_path):
     assert games.get("minatar-breakout").params_cls().minimal_action_set is False
     assert cfg.GAME_DEFAULTS["minatar-breakout"]["params"]["minimal_action_set"] is True
     config = cfg.load(sets=["game.name=minatar-breakout"])
-    assert config.game_params().minimal_action_set is True
+    assert config.params.minimal_action_set is True
     assert "game.minatar-breakout.minimal_action_set=True (minatar-breakout preset)" in (
         config.overrides()
     )
     # another game's preset does not leak into this one, and a plain load keeps snake's defaults
-    assert cfg.load().game_params("minatar-freeway") == games.get("minatar-freeway").params_cls()
+    assert cfg.load().layers.params("minatar-freeway") == games.get("minatar-freeway").params_cls()
     # a file beats the preset, --set beats the file
     path = tmp_path / "mine.toml"
     path.write_text(
         "[game]\nname = 'minatar-breakout'\n[game.minatar-breakout]\nminimal_action_set = false\n"
     )
-    assert cfg.load(path).game_params().minimal_action_set is False
+    assert cfg.load(path).params.minimal_action_set is False
     again = cfg.load(path, sets=["game.minatar-breakout.minimal_action_set=true"])
-    assert again.game_params().minimal_action_set is True
+    assert again.params.minimal_action_set is True
     # the written config reads back to the same params, preset included
-    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config)))
-    assert again.game_params() == config.game_params()
+    again = cfg.from_dict(tomllib.loads(configfile.to_toml(config)))
+    assert again.params == config.params
+
+
+def test_the_resolved_config_is_frozen_and_says_where_each_value_came_from(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text("[ppo]\nnum_steps = 16\n\n[game.snake]\nwidth = 9\n")
+    config = cfg.load(path, sets=["ppo.ent_coef=0.5", "model.hidden=64"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.learner = None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.learner.num_steps = 3
+    sources, preset = config.sources, cfg.GAME_DEFAULTS["snake"]["ppo"]
+    assert config.learner.num_steps == 16 and sources["ppo.num_steps"] == f"--config {path}"
+    assert config.learner.ent_coef == 0.5 and sources["ppo.ent_coef"] == "--set"
+    assert config.learner.learning_rate == preset["learning_rate"]
+    assert sources["ppo.learning_rate"] == "snake preset"
+    assert "ppo.clip_coef" not in sources and config.learner.clip_coef == PPOConfig().clip_coef
+    assert config.params.width == 9 and sources["game.snake.width"] == f"--config {path}"
+    assert config.model.hidden == 64 and sources["model.hidden"] == "--set"
+    # the command line's --num-envs sets a field of the resolved config, checked again
+    later = config.with_learner("command line", num_envs=7)
+    assert later.learner.num_envs == 7 and later.sources["ppo.num_envs"] == "command line"
+    assert config.learner.num_envs == preset["num_envs"]  # the first one is unchanged
+    with pytest.raises(cfg.ConfigError, match=r"^ppo\.num_envs must be >= 1, got 0$"):
+        config.with_learner("command line", num_envs=0)
+    assert "ppo.num_envs=7 (command line)" in later.overrides()
+    # what the user typed is listed even where it equals the default
+    assert "ppo.clip_coef=0.2 (--set)" in cfg.load(sets=["ppo.clip_coef=0.2"]).overrides()
+    assert not any(line.startswith("ppo.clip_coef") for line in cfg.load().overrides())
+
+
+def test_a_gpu_preset_applies_only_where_the_run_is_on_a_gpu(monkeypatch):
+    from fasttrain import presets
+
+    monkeypatch.setitem(presets.GPU_DEFAULTS, "snake", {"ppo": {"num_envs": 4096}})
+    cpu_envs = cfg.GAME_DEFAULTS["snake"]["ppo"]["num_envs"]
+    cpu = cfg.load(sets=["run.device=cpu"])
+    assert cpu.learner.num_envs == cpu_envs and cpu.sources["ppo.num_envs"] == "snake preset"
+    gpu = cfg.load(sets=["run.device=cuda"])
+    assert gpu.learner.num_envs == 4096 and gpu.sources["ppo.num_envs"] == "snake gpu preset"
+    assert "ppo.num_envs=4096 (snake gpu preset)" in gpu.overrides()  # on the settings line
+    # the rest of the game's preset stays under it
+    assert gpu.learner.learning_rate == cfg.GAME_DEFAULTS["snake"]["ppo"]["learning_rate"]
+    # auto follows the machine: here a GPU is pretended, then none
+    monkeypatch.setattr(cfg, "device_type", lambda name: "cuda")
+    assert cfg.load().learner.num_envs == 4096
+    monkeypatch.setattr(cfg, "device_type", lambda name: "cpu")
+    assert cfg.load().learner.num_envs == cpu_envs
+    # what the user sets beats the GPU preset
+    assert cfg.load(sets=["run.device=cuda", "ppo.num_envs=64"]).learner.num_envs == 64

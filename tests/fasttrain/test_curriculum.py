@@ -18,7 +18,7 @@ import torch
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import checkpoint, games
+from fasttrain import checkpoint, configfile, games
 from fasttrain import config as cfg
 from fasttrain.cli import main
 from fasttrain.curriculum import Curriculum, Stage
@@ -94,9 +94,9 @@ def test_stages_parse_render_and_read_back():
     assert (params.num_bots, params.bot_policy, params.num_food) == (2, "greedy", 4)
     assert type(params.reward_food) is float  # one argument type in every stage
     assert "curriculum=2 stages (config)" in config.overrides()
-    again = cfg.from_dict(tomllib.loads(cfg.to_toml(config, cfg.CONFIG_HEADER)))
+    again = cfg.from_dict(tomllib.loads(configfile.to_toml(config, configfile.CONFIG_HEADER)))
     assert again.curriculum == config.curriculum  # what --resume reads back
-    assert "[[curriculum.stage]]" not in cfg.to_toml(cfg.Config())
+    assert "[[curriculum.stage]]" not in configfile.to_toml(cfg.defaults())
 
 
 def test_a_later_layer_replaces_the_whole_curriculum(tmp_path):

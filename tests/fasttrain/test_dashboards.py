@@ -10,7 +10,8 @@ import pytest
 from fasttrain import config as cfg
 from fasttrain import dashboards
 from fasttrain.errors import ConfigError
-from fasttrain.runner import duration, run
+from fasttrain.metrics import duration
+from fasttrain.runner import run
 
 
 def tiny(steps=2048, **log):

@@ -223,9 +223,14 @@ def stopped(tmp_path_factory):
     cases = {**SIGNALLED, **KILLED}
     procs = {"straight": start_cli("run", "--steps", TOTAL, "--out", root / "straight", *sets())}
     for case, (signum, _) in cases.items():
-        # kill -9 needs saves to kill in the middle of
-        extra = ["run.checkpoint_interval=10"] if signum == signal.SIGKILL else []
-        procs[case] = start_cli("run", "--steps", TOTAL, "--out", root / case, *sets(*extra))
+        # kill -9 in the middle of the second save: the writer holds it between its finished
+        # temp file and the rename (a test-only pause), where the kill always lands
+        extra, env = [], None
+        if signum == signal.SIGKILL:
+            extra = ["run.checkpoint_interval=10"]
+            env = {rundir.PAUSE_BEFORE_RENAME: f"{checkpoint.FILENAME}:2"}
+        args = ["run", "--steps", TOTAL, "--out", root / case, *sets(*extra)]
+        procs[case] = start_cli(*args, env=env)
     due, sent = {}, set()
     deadline = time.monotonic() + 300
     while len(sent) < len(cases):
@@ -238,12 +243,12 @@ def stopped(tmp_path_factory):
             ready = (
                 (out / checkpoint.FILENAME).exists() if signum == signal.SIGKILL else has_rows(out)
             )
+            if signum == signal.SIGKILL:  # the paused second save: its temp file is there
+                ready = ready and bool(temps(out))
             if case not in due and ready:
-                due[case] = now + delay
+                due[case] = now + (0 if signum == signal.SIGKILL else delay)
             if case not in due or now < due[case]:
                 continue
-            if signum == signal.SIGKILL and not temps(out) and now < due[case] + 5:
-                continue  # kill while a save is in flight: its temp file is then left behind
             proc.send_signal(signum)
             sent.add(case)
         assert time.monotonic() < deadline, f"not signalled in time: {set(cases) - sent}"
@@ -261,11 +266,8 @@ def stopped(tmp_path_factory):
             "temps": temps(out),
             "last_row": attempt(lambda o: metric_steps(o)[-1], out),
             "summary": attempt(lambda o: json.loads((o / "summary.json").read_text()), out),
+            "pid": procs[case].pid,
         }
-    if not summary["SIGKILL"]["temps"]:  # the save finished first: leave what a kill mid-save does
-        out, pid = root / "SIGKILL", procs["SIGKILL"].pid
-        half = (out / checkpoint.FILENAME).read_bytes()[:5000]
-        (out / f".{checkpoint.FILENAME}.{pid}.tmp").write_bytes(half)
     resumed = cli_pool({case: ["run", "--resume", root / case, "--steps", TOTAL] for case in cases})
     for case in cases:
         summary[case]["resumed"] = resumed[case]
@@ -292,7 +294,8 @@ def test_kill_9_leaves_a_whole_checkpoint(stopped):
     got = stopped["SIGKILL"]
     assert got["stopped"].returncode == -signal.SIGKILL
     assert isinstance(got["step"], int), got["step"]  # the old file or the new, never half
-    assert 0 < got["step"] < TOTAL and got["step"] % (ITERATION * 10) == 0, got["step"]
+    assert got["step"] == ITERATION * 10, got["step"]  # the first save; the second was cut
+    assert got["temps"] == [f".{checkpoint.FILENAME}.{got['pid']}.tmp"]  # left mid-save
     assert got["last_row"] >= got["step"]  # rows past the checkpoint, for the resume to drop
 
 

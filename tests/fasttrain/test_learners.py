@@ -25,10 +25,10 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import checkpoint, games
+from fasttrain import checkpoint, configfile, games
 from fasttrain import config as cfg
 from fasttrain.cli import main
-from fasttrain.errors import ConfigError
+from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS, Learner, register
 from fasttrain.learners.common import TrainerBase
 from fasttrain.models import make_policy
@@ -92,7 +92,7 @@ def checkpoint_actor(out: Path):
     """The greedy agent of the checkpoint in ``out``, built by hand from its config and weights."""
     state = checkpoint.load(out)
     config = cfg.from_dict(cfg.tomllib.loads(state["config"]))
-    spec, params = games.get("snake"), config.game_params()
+    spec, params = games.get("snake"), config.params
     learner = LEARNERS[config.run.algo]
     return learner.actor(
         config, spec.obs_shape(params), spec.obs_dtype, spec.actions(params), state["model"]
@@ -200,10 +200,10 @@ def test_run_directory_is_complete_and_reads_back(smoke_runs, name):
 
     back = cfg.from_dict(cfg.tomllib.loads((out / "config.toml").read_text()))
     assert back.run.algo == name
-    assert back.learner(name) == runs.config.learner(name)
+    assert back.learner == runs.config.learner
     for key, value in LEARNERS[name].smoke.items():
-        assert getattr(back.learner(name), key) == value, key
-    assert back.game_params() == runs.config.game_params()
+        assert getattr(back.learner, key) == value, key
+    assert back.params == runs.config.params
     assert back.model == runs.config.model
 
 
@@ -267,7 +267,7 @@ FOREIGN = [
 @pytest.mark.parametrize("name, other", FOREIGN)
 def test_resuming_from_another_learners_checkpoint_is_refused(name, other, tmp_path):
     # the same num_envs, so the env buffers fit and only the learner differs
-    num_envs = smoke_config(name, 8192).learner(name).num_envs
+    num_envs = smoke_config(name, 8192).learner.num_envs
     foreign = tmp_path / other
     run(smoke_config(other, 1024, num_envs=num_envs), out=foreign, echo=quiet)
     files = {p.name: p.read_bytes() for p in foreign.iterdir()}
@@ -311,7 +311,7 @@ class ToyTrainer(TrainerBase):
     """REINFORCE on immediate rewards with an entropy bonus: one SGD step per iteration."""
 
     def __init__(self, config, warn=print):
-        self.args = args = config.learner("toy")
+        self.args = args = config.learner
         super().__init__(config, args.num_envs)
         env = self.env
         self.policy = make_policy(
@@ -394,12 +394,12 @@ def test_a_registered_learner_gets_config_sections_and_leaves_none_behind():
                 "game": {"snake": {"toy": {"num_envs": 5}}},
             }
         )
-        assert config.learner() == ToyConfig(num_steps=3, num_envs=5)
-        assert config.learner("toy", "cartpole") == ToyConfig(num_steps=3)
-        text = cfg.to_toml(config)
+        assert config.learner == ToyConfig(num_steps=3, num_envs=5)
+        assert config.layers.learner("toy", "cartpole") == ToyConfig(num_steps=3)
+        text = configfile.to_toml(config)
         assert "[toy]" in text and "[game.snake.toy]" in text
         assert "# SGD learning rate" in text  # the field docstrings are its comments
-        assert cfg.from_dict(cfg.tomllib.loads(text)).learner() == config.learner()
+        assert cfg.from_dict(cfg.tomllib.loads(text)).learner == config.learner
         with pytest.raises(ConfigError, match=r"^toy\.num_steps must be >= 1, got 0$"):
             cfg.from_dict({"toy": {"num_steps": 0}})
     assert "toy" not in LEARNERS
@@ -407,7 +407,7 @@ def test_a_registered_learner_gets_config_sections_and_leaves_none_behind():
         cfg.from_dict({"run": {"algo": "toy"}})
     with pytest.raises(ConfigError, match=r"unknown section \[toy\]"):
         cfg.from_dict({"toy": {"num_steps": 3}})
-    assert "[toy]" not in cfg.to_toml(cfg.from_dict({}))
+    assert "[toy]" not in configfile.to_toml(cfg.from_dict({}))
 
 
 def toy_config(steps: int) -> cfg.Config:
@@ -463,7 +463,7 @@ def test_toy_learner_trains_resumes_and_plays(toy, tmp_path):
     # the CLI run put --steps in [game.snake.toy], the API run in [toy]: the same settings
     config_a = cfg.from_dict(cfg.tomllib.loads(a["config"]))
     config_b = cfg.from_dict(cfg.tomllib.loads(b["config"]))
-    assert config_a.learner("toy") == config_b.learner("toy")
+    assert config_a.learner == config_b.learner
     skip = ("time_s", "config")
     assert_same(
         {k: v for k, v in a.items() if k not in skip}, {k: v for k, v in b.items() if k not in skip}
@@ -490,3 +490,72 @@ def test_toy_learner_trains_resumes_and_plays(toy, tmp_path):
         by_hand = policy(env.obs)[0].argmax(dim=1)
     actions = act(env.obs)
     assert actions.dtype == torch.int64 and torch.equal(actions, by_hand)
+
+
+# ------------------------------------------------------------------------ a learner owns itself
+
+
+@dataclass(frozen=True)
+class CriticConfig(ToyConfig):
+    baseline: str = "mean"
+    """mean | none: what the toy subtracts from the rewards"""
+
+
+class CriticTrainer(ToyTrainer):
+    """The toy learner with a second network of its own (a critic), poisoned on demand."""
+
+    poison = False
+
+    def __init__(self, config, warn=print):
+        super().__init__(config, warn)
+        self.critic = torch.nn.Linear(4, 1)
+
+    def iterate(self) -> dict:
+        losses = super().iterate()
+        if self.poison:
+            with torch.no_grad():
+                self.critic.weight.fill_(float("nan"))
+        return losses
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "critic": self.critic.state_dict()}
+
+
+CRITIC = Learner(
+    "critic",
+    CriticConfig,
+    validate_toy,
+    CriticTrainer,
+    toy_actor,
+    choices={"baseline": ("mean", "none")},
+    short_names={"losses/policy_loss": "toypg"},
+    networks=("model", "critic"),
+)
+
+
+def test_a_learner_declared_in_a_test_file_owns_its_choices_short_names_and_networks(tmp_path):
+    with registered(CRITIC):
+        with pytest.raises(ConfigError, match=r"^critic\.baseline must be one of mean, none"):
+            cfg.from_dict({"run": {"algo": "critic"}, "critic": {"baseline": "median"}})
+        sets = {
+            "run": {"algo": "critic", "torch_threads": 1, "numba_threads": 1},
+            "game": {"snake": {"height": 6, "width": 6}},
+            "critic": {"baseline": "none", "total_timesteps": 64},
+            "model": {"hidden": 16},
+            "log": {"progress": False, "interval_s": 1e-9, "curves": False},
+        }
+        config = cfg.from_dict(sets)
+        assert config.learner.baseline == "none"
+        lines = []
+        run(config, out=tmp_path / "good", echo=lines.append)
+        steps = [line for line in lines if line.startswith("step ")]
+        assert steps and all(" toypg " in line and " pg " not in line for line in steps)
+        state = checkpoint.load(tmp_path / "good")
+        assert checkpoint.networks(state) == ("model", "critic") and "critic" in state
+        CriticTrainer.poison = True
+        try:
+            with pytest.raises(RunError, match=r"^weights are not finite at step 64;"):
+                run(config, out=tmp_path / "poisoned", echo=quiet)
+        finally:
+            CriticTrainer.poison = False
+        assert not (tmp_path / "poisoned" / checkpoint.FILENAME).exists()

@@ -16,7 +16,7 @@ from fasttrain import config as cfg
 from fasttrain import device as devices
 from fasttrain.bench.training import benchmark_training
 from fasttrain.learners.ppo import Trainer
-from fasttrain.runner import METRICS, run
+from fasttrain.runner import run
 
 TINY = {
     "game": {
@@ -45,6 +45,27 @@ TINY_SETS = [
     "log.progress=false",
     "run.compile=off",  # not the runs of 10**8 steps that stand for "until stopped"
 ]
+
+# the columns of a PPO run's metrics.csv (CleanRL's names)
+PPO_COLUMNS = (
+    "global_step",
+    "time_s",
+    "sps",
+    "charts/episodic_return",
+    "charts/episodic_length",
+    "charts/score",
+    "charts/learning_rate",
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/skipped_updates",
+    "time/env",
+    "time/forward",
+    "time/learn",
+    "time/other",
+)
 
 
 def tiny(steps, **extra):
@@ -89,7 +110,7 @@ def test_training_changes_the_policy_and_logs_finite_losses(tmp_path):
         not torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters(), strict=True)
     )
     # the env wrote the rollout straight into storage: every slot holds a snake board
-    assert (trainer.obs[:, :, 1].sum(dim=(2, 3)) == 1).all()  # exactly one head per board
+    assert (trainer.storage.obs[:, :, 1].sum(dim=(2, 3)) == 1).all()  # exactly one head per board
 
 
 def test_truncated_steps_bootstrap_from_final_obs_value():
@@ -97,13 +118,13 @@ def test_truncated_steps_bootstrap_from_final_obs_value():
     trainer = Trainer(config, warn=lambda *_: None)
     trainer.rollout()
     trainer.compute_advantages()
-    rows = trainer.truncated.nonzero(as_tuple=True)
+    rows = trainer.storage.truncated.nonzero(as_tuple=True)
     assert rows[0].numel() > 0
     with torch.inference_mode():
-        want = trainer.policy.value(trainer.final_obs[rows])
-    assert torch.allclose(trainer.final_values[rows], want)
+        want = trainer.policy.value(trainer.storage.final_obs[rows])
+    assert torch.allclose(trainer.storage.final_values[rows], want)
     # the final observation is the board before the reset, not the new episode's first board
-    assert not torch.equal(trainer.final_obs[rows], trainer.obs[1:][rows])
+    assert not torch.equal(trainer.storage.final_obs[rows], trainer.storage.obs[1:][rows])
 
 
 def test_cli_run_writes_the_run_directory(tmp_path):
@@ -125,7 +146,7 @@ def test_cli_run_writes_the_run_directory(tmp_path):
     resolved = cfg.tomllib.loads((out / "config.toml").read_text())
     assert resolved["run"]["seed"] == 3 and resolved["game"]["snake"]["height"] == 6
     rows = list(csv.DictReader(open(out / "metrics.csv")))
-    assert rows and set(METRICS) <= set(rows[0])
+    assert rows and set(PPO_COLUMNS) <= set(rows[0])
     assert int(rows[-1]["global_step"]) == 512
     summary = json.loads((out / "summary.json").read_text())
     assert summary["global_step"] == 512 and not summary["interrupted"]

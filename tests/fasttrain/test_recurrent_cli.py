@@ -103,7 +103,7 @@ def test_bad_recurrent_config_is_one_line_before_any_work(args, words, tmp_path)
 def test_the_same_sizes_without_a_core_are_fine():
     """The recurrent checks apply to recurrent models only."""
     config = cfg.load(sets=["game.name=cartpole", "ppo.bptt_horizon=5", "ppo.num_envs=3"])
-    assert config.model.core == "none" and config.learner().bptt_horizon == 5
+    assert config.model.core == "none" and config.learner.bptt_horizon == 5
     with pytest.raises(cfg.ConfigError, match="bptt_horizon = 5"):
         cfg.load(sets=["game.name=cartpole", "ppo.bptt_horizon=5", "model.core=lstm"])
 

@@ -8,8 +8,11 @@ import errno
 import io
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -131,16 +134,51 @@ def test_check_writable_refuses_a_read_only_filesystem(tmp_path):
             )
 
 
-def test_check_writable_refuses_a_folder_without_write_permission(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    try:
-        if os.access(locked, os.W_OK):
-            pytest.skip("running as root: permissions do not stop this process")
-        with pytest.raises(RunError, match="permission denied"):
+NOBODY = 65534  # the unprivileged user a root test drops to
+
+
+def as_unprivileged(check) -> str:
+    """``check()``'s text, run in a forked child that first drops to an unprivileged user when
+    this process is root (permissions do not stop root), else run here."""
+    if os.geteuid() != 0:
+        return check()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nobody, one check, its answer down the pipe
+        try:
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.write(write, check().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return text
+
+
+def test_check_writable_refuses_a_folder_without_write_permission():
+    """Run in every environment: as root (CI's machines) in a child that drops privileges."""
+    root = Path(tempfile.mkdtemp(prefix="fasttrain-perm-"))  # pytest's own is root's alone
+    root.chmod(0o755)  # the unprivileged child reaches in
+    locked = root / "locked"
+    locked.mkdir(mode=0o555)
+
+    def check() -> str:
+        try:
             check_writable(locked / "run")
+        except RunError as exc:
+            return str(exc)
+        return "no error"
+
+    try:
+        assert as_unprivileged(check) == (
+            f"run directory {locked / 'run'} is not writable ({locked}: permission denied)"
+        )
     finally:
         locked.chmod(0o700)
+        shutil.rmtree(root)
 
 
 # ------------------------------------------------------------------------------- stale temps
@@ -238,7 +276,7 @@ def small_config(**settings) -> cfg.Config:
 
 def model_state(config: cfg.Config) -> dict:
     spec = games.get(config.game.name)
-    params = config.game_params()
+    params = config.params
     obs_shape, num_actions = spec.obs_shape(params), spec.actions(params)
     return make_policy(obs_shape, spec.obs_dtype, num_actions, config.model).state_dict()
 

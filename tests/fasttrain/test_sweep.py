@@ -94,7 +94,7 @@ def test_two_trials_write_run_dirs_trials_csv_and_the_best_config(tmp_path):
         tail = [value for step, value in metrics if step >= last - 4096 // 20]
         assert len(tail) >= 1 and math.isclose(float(row["value"]), sum(tail) / len(tail))
         # the sampled values are the ones the run trained with
-        ran = cfg.build([("trial", cfg.load_toml(run_dir / "config.toml"))]).learner()
+        ran = cfg.build([("trial", cfg.load_toml(run_dir / "config.toml"))]).learner
         assert ran.learning_rate == float(row[LR]) and ran.update_epochs == int(row[EPOCHS])
         assert ran.total_timesteps == 4096 and ran.num_envs == 8  # the base config underneath
         assert f"trial {row['trial']:>4}  complete" in result.output  # its progress line
@@ -102,7 +102,7 @@ def test_two_trials_write_run_dirs_trials_csv_and_the_best_config(tmp_path):
     best = max(rows, key=lambda row: float(row["value"]))
     assert float(best["value"]) > float(min(rows, key=lambda row: float(row["value"]))["value"])
     config = cfg.build([("best.toml", cfg.load_toml(out / "best.toml"))])
-    learner = config.learner()
+    learner = config.learner
     assert learner.learning_rate == float(best[LR]) and learner.update_epochs == int(best[EPOCHS])
     assert learner.num_envs == 8 and config.game.name == "cartpole"
     table = result.output[result.output.index("best first") :].splitlines()
@@ -194,7 +194,7 @@ def test_ctrl_c_keeps_the_trials_so_far_and_exits_130(tmp_path, monkeypatch):
     rows = read_trials(out)
     assert [(row["state"], row["note"]) for row in rows][1] == ("failed", "interrupted")
     assert rows[0]["state"] == "complete" and len(rows) == 2
-    best = cfg.build([("best.toml", cfg.load_toml(out / "best.toml"))]).learner()
+    best = cfg.build([("best.toml", cfg.load_toml(out / "best.toml"))]).learner
     assert best.learning_rate == float(rows[0][LR])
     assert "interrupted: trials.csv and best.toml" in result.output
 
@@ -389,7 +389,7 @@ def test_the_example_sweep_file_is_valid():
     # every corner of the search space is a config that builds
     for pick in (min, max):
         values = {p.key: pick(p.choices or (p.low, p.high)) for p in s.params}
-        learner = s.trial_config(values).learner()
+        learner = s.trial_config(values).learner
         assert learner.num_envs == values["ppo.num_envs"]
         assert learner.num_minibatches == values["game.cartpole.ppo.num_minibatches"]
 

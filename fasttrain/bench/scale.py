@@ -1,0 +1,258 @@
+"""``python -m fasttrain.bench.scale --json FILE``: how fasttrain uses the machine it runs on, in
+one run and one JSON (what ``.ci/gpu`` runs on a GPU machine).
+
+On any machine, the CPU thread sweep: env-only and PPO training steps/s of Snake at 1, 2, 4, ...
+threads up to the cores Numba sees (``threads``; Numba and torch get the same count), and the
+split ``run.torch_threads = run.numba_threads = 0`` picks. On a CUDA GPU also (``gpu``):
+
+- ``time_to_score``: training seconds until the default Snake run (the device's presets) first
+  reaches a mean score of 50, and Breakout's default run: its seconds and final return;
+- ``gpu_busy``: the share of wall time the GPU was busy during a Snake training run, sampled
+  from NVML every 100 ms;
+- ``ppo_large_batch``: PPO steps/s on Snake with 16,384 environments;
+- ``step_fixed_cost_us``: the time of one ``env.step`` at 512 environments, every game;
+- ``env``: env-steps/s and the observation bytes written per second at 2^20 environments;
+- ``compile``: the CUDA kernels' cold and warm time to a first step in fresh processes;
+- ``registers``: the offline PTX report (registers and spills per kernel).
+
+A figure that cannot be measured here is null, with the reason under ``skipped``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SNAKE_SCORE = 50.0
+FIXED_COST_ENVS = 512
+LARGE_ENVS = 2**20
+LARGE_BATCH_ENVS = 16_384
+
+
+def thread_counts(most: int) -> list[int]:
+    """1, 2, 4, ... up to ``most``, and ``most`` itself."""
+    counts, n = [], 1
+    while n < most:
+        counts.append(n)
+        n *= 2
+    return [*counts, most]
+
+
+def thread_sweep(
+    most: int, seconds: float = 1.0, iterations: int = 5, num_envs: int | None = None
+) -> dict:
+    """Snake env-only (4,096 envs) and PPO training steps/s (its default config, or
+    ``num_envs`` environments) per thread count."""
+    import numba
+    import torch
+
+    from fasttrain.bench.stages import bench_env
+    from fasttrain.bench.training import benchmark_training
+
+    rows = []
+    for n in thread_counts(most):
+        numba.set_num_threads(n)
+        torch.set_num_threads(n)
+        env = statistics.median(bench_env("snake", "cpu", 4096, 3, seconds)[0])
+        train = benchmark_training("ppo", "snake", "cpu", iterations, num_envs, threads=n)
+        rows.append({"threads": n, "env_sps": env, "train_sps": train["sps"]})
+    auto = benchmark_training("ppo", "snake", "cpu", iterations, num_envs, threads=None)
+    best = max(rows, key=lambda r: r["train_sps"])
+    return {
+        "rows": rows,
+        "auto_train_sps": auto["sps"],
+        "best_fixed": best,
+        "auto_vs_best": auto["sps"] / best["train_sps"],
+    }
+
+
+def gpu_busy_share(run_for_s: float = 20.0) -> float | None:
+    """The mean NVML utilisation while Snake trains on the GPU for ``run_for_s`` seconds."""
+    import torch
+
+    from fasttrain import config as cfg
+    from fasttrain.runner import run
+
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.wait(0.1):
+            try:
+                samples.append(torch.cuda.utilization())
+            except Exception:  # no NVML
+                return
+
+    config = cfg.from_dict({"run": {"device": "cuda"}, "log": {"progress": False}})
+    sampler = threading.Thread(target=sample, daemon=True)
+    with tempfile.TemporaryDirectory() as out:
+        sampler.start()
+        try:
+            run(config, out=Path(out) / "run", echo=lambda *a, **k: None, on_row=timer(run_for_s))
+        finally:
+            done.set()
+            sampler.join()
+    return statistics.fmean(samples) / 100 if samples else None
+
+
+def timer(seconds: float):
+    """An ``on_row`` that ends a run after ``seconds`` of training."""
+    return lambda row: row["time_s"] >= seconds
+
+
+def time_to_score(game: str, budget_s: float, target: float | None) -> dict:
+    """The default run of ``game`` on the GPU: seconds to ``target`` (mean score, or None to
+    run to the end), its final row, and the preset source named on the settings line."""
+    from fasttrain import config as cfg
+    from fasttrain.runner import run
+    from fasttrain.targets import Target
+
+    config = cfg.from_dict({"run": {"device": "cuda"}, "game": {"name": game}})
+    goal = Target("score", target if target is not None else float("inf"), stop=target is not None)
+    lines = []
+    with tempfile.TemporaryDirectory() as out:
+
+        def on_row(row):
+            return goal(row) or row["time_s"] >= budget_s
+
+        summary = run(config, out=Path(out) / "run", echo=lines.append, on_row=on_row)
+    return {
+        "seconds_to_target": goal.seconds,
+        "steps_to_target": goal.steps,
+        "final_score": summary["score"],
+        "wall_s": summary["wall_s"],
+        "global_step": summary["global_step"],
+        "settings_line": lines[0] if lines else None,
+    }
+
+
+def step_fixed_cost(game: str, steps: int = 2000) -> float:
+    """Microseconds per ``env.step`` at ``FIXED_COST_ENVS`` environments on the GPU (the
+    launch and the Python around it: the kernel itself is tiny there)."""
+    import torch
+
+    import fasttrain
+
+    env = fasttrain.make(game, num_envs=FIXED_COST_ENVS, backend="cuda", seed=0)
+    actions = torch.zeros(env.num_rows, dtype=torch.int64, device="cuda")
+    for _ in range(100):
+        env.step(actions, check=False)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions, check=False)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+def env_rate(game: str, seconds: float = 2.0) -> dict:
+    """env-steps/s and observation GB/s written at ``LARGE_ENVS`` environments on the GPU."""
+    import math
+
+    import numpy as np
+
+    from fasttrain import games
+    from fasttrain.bench.stages import bench_env
+
+    spec = games.get(game)
+    params = spec.make_params()
+    sps = statistics.median(bench_env(game, "cuda", LARGE_ENVS, 3, seconds)[0])
+    agents = spec.agents(params)
+    obs_bytes = math.prod(spec.obs_shape(params)) * np.dtype(spec.obs_dtype).itemsize * agents
+    return {"env_sps": sps, "obs_gb_per_s": sps * obs_bytes / 1e9}
+
+
+def gpu_goals(games: list[str], skipped: dict) -> dict:
+    """Every GPU figure of the module docstring (``skipped`` gets the reason of any missing)."""
+    from fasttrain.bench.stages import bench_compile
+    from fasttrain.bench.training import benchmark_training
+
+    out: dict = {}
+
+    def attempt(name, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - one figure failing keeps the others
+            skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            return None
+
+    out["time_to_score"] = {
+        "snake": attempt("time_to_score snake", time_to_score, "snake", 600.0, SNAKE_SCORE),
+        "minatar-breakout": attempt(
+            "time_to_score breakout", time_to_score, "minatar-breakout", 600.0, None
+        ),
+    }
+    out["gpu_busy"] = attempt("gpu_busy", gpu_busy_share)
+    large = attempt(
+        "ppo_large_batch", benchmark_training, "ppo", "snake", "cuda", 5, LARGE_BATCH_ENVS
+    )
+    out["ppo_large_batch"] = large and {"num_envs": LARGE_BATCH_ENVS, "sps": large["sps"]}
+    out["step_fixed_cost_us"] = {g: attempt(f"fixed cost {g}", step_fixed_cost, g) for g in games}
+    out["env"] = {g: attempt(f"env {g}", env_rate, g) for g in games}
+    with tempfile.TemporaryDirectory() as cache:
+        out["compile"] = {
+            g: attempt(f"compile {g}", bench_compile, g, "cuda", cache, 1) for g in games[:3]
+        }
+    out["registers"] = attempt("registers", registers)
+    return out
+
+
+def registers() -> list[str]:
+    """The offline PTX report, one line per kernel, for the GPU's compute capability."""
+    import torch
+
+    from fasttrain import games
+    from fasttrain.kernels.ptx import report
+
+    cc = torch.cuda.get_device_capability()
+    return report([games.get(name) for name in games.names()], (cc[0], cc[1]))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fasttrain.bench.scale", description=__doc__)
+    parser.add_argument("--json", required=True, help="write every figure here")
+    parser.add_argument("--threads", type=int, default=None, help="most threads (default: all)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="seconds per env timing")
+    parser.add_argument("--iterations", type=int, default=5, help="timed training iterations")
+    parser.add_argument("--train-num-envs", type=int, default=None, help="training envs")
+    opts = parser.parse_args(argv)
+    import numba
+    import torch
+
+    from fasttrain import games
+    from fasttrain.bench.report import machine_info
+    from fasttrain.kernels import cuda_available
+    from fasttrain.runner import json_safe
+
+    most = opts.threads or numba.config.NUMBA_NUM_THREADS
+    skipped: dict = {}
+    sweep = thread_sweep(most, opts.seconds, opts.iterations, opts.train_num_envs)
+    result = {"machine": machine_info(most), "threads": sweep}
+    if torch.cuda.is_available() and cuda_available():
+        result["gpu"] = gpu_goals(games.names(), skipped)
+    else:
+        result["gpu"] = None
+        skipped["gpu"] = "no CUDA GPU usable by torch and numba-cuda here"
+    result["skipped"] = skipped
+    Path(opts.json).write_text(json.dumps(json_safe(result), indent=2) + "\n")
+    for row in result["threads"]["rows"]:
+        print(
+            f"threads {row['threads']:>3}: env {row['env_sps']:>14,.0f} env-steps/s  "
+            f"train {row['train_sps']:>10,.0f} SPS"
+        )
+    auto = result["threads"]["auto_vs_best"]
+    print(f"the automatic split trains at {auto:.0%} of the best fixed one")
+    for name, why in skipped.items():
+        print(f"not measured: {name}: {why}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""A run that compiles trains eagerly while its steps compile in the background, and switches at
+a fixed iteration: the switch waits for a slow compile, so results never depend on its time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from fasttrain import config as cfg
+from fasttrain.learners import common
+from fasttrain.learners.ppo import Trainer
+
+
+def config(mode: str, steps: int = 40 * 128) -> cfg.Config:
+    return cfg.from_dict(
+        {
+            "run": {"compile": mode, "amp": "off", "torch_threads": 1, "numba_threads": 1},
+            "game": {
+                "name": "cartpole",
+                "cartpole": {"ppo": {"num_envs": 16, "num_steps": 8, "total_timesteps": steps}},
+            },
+            "model": {"hidden": 16},
+        }
+    )
+
+
+def train(trainer, iterations: int) -> list[torch.Tensor]:
+    for _ in range(iterations):
+        trainer.iterate()
+    return [p.detach().clone() for p in trainer.policy.parameters()]
+
+
+def test_the_steps_switch_at_a_fixed_iteration_and_update_as_eager_ones_do():
+    said = []
+    deferred = Trainer(config("default"), warn=said.append)
+    assert deferred.deferred.switch_at == 40 // common.DEFER_SHARE == 2
+    assert deferred.train_step.deferred and deferred.act_policy.deferred  # eager meanwhile
+    eager = Trainer(config("off"), warn=lambda *_: None)
+    assert deferred.deferred is not None and eager.deferred is None
+    a, b = train(deferred, 6), train(eager, 6)
+    assert not deferred.train_step.deferred and deferred.train_step.compiled  # switched
+    assert any("compiled steps from iteration 2 on" in line for line in said), said
+    for x, y in zip(a, b, strict=True):  # compiled arithmetic: equal within float tolerance
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_a_slow_compile_makes_the_switch_wait_and_changes_no_weight(monkeypatch):
+    fast = train(Trainer(config("default"), warn=lambda *_: None), 6)
+    precompile = Trainer.precompile
+
+    def slow(self):
+        time.sleep(3.0)  # longer than the eager iterations before the switch
+        precompile(self)
+
+    monkeypatch.setattr(Trainer, "precompile", slow)
+    trainer = Trainer(config("default"), warn=lambda *_: None)
+    slowed = train(trainer, 6)
+    assert trainer.deferred.waited_s > 1.0  # the switch waited for the compile
+    for x, y in zip(fast, slowed, strict=True):
+        assert torch.equal(x, y)
+
+
+def test_a_compile_that_fails_in_the_background_runs_on_eagerly_with_one_warning(monkeypatch):
+    def broken(self):
+        raise RuntimeError("no C++ compiler here")
+
+    monkeypatch.setattr(Trainer, "precompile", broken)
+    said = []
+    trainer = Trainer(config("default"), warn=said.append)
+    train(trainer, 4)
+    assert not trainer.train_step.compiled and not trainer.act_policy.compiled
+    warnings = [line for line in said if line.startswith("warning: torch.compile")]
+    assert len(warnings) == 1 and "no C++ compiler here" in warnings[0]
+
+
+@pytest.mark.parametrize("mode", ["off"])
+def test_an_eager_run_starts_no_background_compile(mode):
+    assert Trainer(config(mode), warn=lambda *_: None).deferred is None

@@ -1,0 +1,27 @@
+"""``python -m fasttrain.bench.scale``: the thread sweep on any machine, the GPU goals where a
+GPU is (.ci/gpu runs it there)."""
+
+from __future__ import annotations
+
+import json
+
+from fasttrain.bench import scale
+
+
+def test_thread_counts_double_up_to_the_cores():
+    assert scale.thread_counts(1) == [1]
+    assert scale.thread_counts(2) == [1, 2]
+    assert scale.thread_counts(6) == [1, 2, 4, 6]
+    assert scale.thread_counts(16) == [1, 2, 4, 8, 16]
+
+
+def test_the_sweep_writes_every_thread_count_and_says_what_it_could_not_measure(tmp_path):
+    path = tmp_path / "scale.json"
+    args = ["--threads", "1", "--seconds", "0.05", "--iterations", "1", "--train-num-envs", "32"]
+    assert scale.main(["--json", str(path), *args]) == 0
+    data = json.loads(path.read_text())
+    (row,) = data["threads"]["rows"]
+    assert row["threads"] == 1 and row["env_sps"] > 0 and row["train_sps"] > 0
+    assert data["threads"]["auto_vs_best"] > 0 and data["machine"]["cpu"]
+    if data["gpu"] is None:
+        assert "gpu" in data["skipped"]
