@@ -1,15 +1,23 @@
 """Write a new game in one file, check it on every backend, and train PPO on it.
 
 A fasttrain game is plain Python: no numba import, no decorators. You write the rules for ONE
-environment as scalar code (`reset_one(i, ...)`, `step_one(i, ...)`); fasttrain compiles them for
+environment as scalar code, `reset_one(i, io, s, p)` and `step_one(i, io, s, p)`, over three
+objects fasttrain builds for you:
+  * `io`: the I/O buffers: `io.actions[i]`, `io.obs[i, ...]` (and `io.obs_flat[i, k]`, the same
+    memory flattened), `io.rewards[i]`, `io.terminated[i]`, `io.truncated[i]`, `io.score[i]`;
+  * `s`: the state: every array declared in STATE by its name (`s.paddle[i]`), and `s.rng`,
+    the environment's random stream;
+  * `p`: the params by name (`p.cols`).
+Helpers take the same objects (`write_obs(i, io, s, p)`). fasttrain compiles the functions for
 the CPU (numba, parallel over environments) and for NVIDIA GPUs (numba-cuda), and runs them
 uncompiled as the "python" reference backend.
 
 The rules of thumb that keep a game compilable everywhere:
-  * scalar code only: no lists, dicts, NumPy calls that allocate, or Python objects;
+  * scalar code only: no lists, dicts, NumPy calls that allocate, or Python objects of your own;
   * call helpers by their plain name (`drop_ball(...)`, not `module.drop_ball(...)`);
-  * random numbers only through `rand_int(rng, i, n)` / `rand_float(rng, i)` (one stream per env);
-  * every array the game keeps is declared in STATE, with its per-env shape and dtype.
+  * random numbers only through `rand_int(s.rng, i, n)` / `rand_float(s.rng, i)`;
+  * every array the game keeps is declared in STATE, with its per-env shape and dtype;
+  * write into arrays (`s.paddle[i] = 3`), never into the objects (`s.paddle = ...`).
 
 Run:  python examples/02_write_a_game.py [train_steps]   (or FASTTRAIN_EXAMPLE_STEPS=...)
 """
@@ -63,11 +71,11 @@ STATE = (
 )
 
 
-def write_obs(i, obs, ball_row, ball_col, paddle, rows, cols):
+def write_obs(i, io, s, p):
     """Scale the state into the float32 observation row of env i."""
-    obs[i, 0] = ball_row[i] / (rows - 1)
-    obs[i, 1] = ball_col[i] / (cols - 1)
-    obs[i, 2] = paddle[i] / (cols - 1)
+    io.obs[i, 0] = s.ball_row[i] / (p.rows - 1)
+    io.obs[i, 1] = s.ball_col[i] / (p.cols - 1)
+    io.obs[i, 2] = s.paddle[i] / (p.cols - 1)
 
 
 def move_paddle(column, action, cols):
@@ -76,31 +84,28 @@ def move_paddle(column, action, cols):
     return min(max(column, 0), cols - 1)
 
 
-# Arguments after `i` are bound BY NAME: runtime buffers (obs, rng, ...), state arrays, params.
-def reset_one(i, obs, rng, ball_row, ball_col, paddle, rows, cols):
+def reset_one(i, io, s, p):
     """A new ball in a random column of the top row; the paddle in a random column."""
-    ball_row[i] = 0
-    ball_col[i] = rand_int(rng, i, cols)
-    paddle[i] = rand_int(rng, i, cols)
-    write_obs(i, obs, ball_row, ball_col, paddle, rows, cols)
+    s.ball_row[i] = 0
+    s.ball_col[i] = rand_int(s.rng, i, p.cols)
+    s.paddle[i] = rand_int(s.rng, i, p.cols)
+    write_obs(i, io, s, p)
 
 
-def step_one(
-    i, actions, obs, rewards, terminated, truncated, score, ball_row, ball_col, paddle, rows, cols
-):
+def step_one(i, io, s, p):
     """Move the paddle, drop the ball one row, and score it when it lands."""
-    paddle[i] = move_paddle(paddle[i], actions[i], cols)
-    ball_row[i] += 1
-    landed = ball_row[i] == rows - 1
-    caught = landed and ball_col[i] == paddle[i]
-    rewards[i] = 0.0
+    s.paddle[i] = move_paddle(s.paddle[i], io.actions[i], p.cols)
+    s.ball_row[i] += 1
+    landed = s.ball_row[i] == p.rows - 1
+    caught = landed and s.ball_col[i] == s.paddle[i]
+    io.rewards[i] = 0.0
     if landed:
-        rewards[i] = 1.0 if caught else -1.0
+        io.rewards[i] = 1.0 if caught else -1.0
     if caught:
-        score[i] += 1.0
-    terminated[i] = landed  # the runtime resets the env and keeps the last obs in final_obs
-    truncated[i] = False
-    write_obs(i, obs, ball_row, ball_col, paddle, rows, cols)
+        io.score[i] += 1.0
+    io.terminated[i] = landed  # the runtime resets the env and keeps the last obs in final_obs
+    io.truncated[i] = False
+    write_obs(i, io, s, p)
 
 
 def render_text(state, params) -> str:

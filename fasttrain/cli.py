@@ -307,6 +307,11 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     import fasttrain
     from fasttrain import games as registry
 
+    policy = policy or ("checkpoint" if checkpoint else "random")
+    if policy == "checkpoint" and not checkpoint:
+        raise click.UsageError("--policy checkpoint needs --checkpoint DIR")
+    if policy == "random" and checkpoint:
+        raise click.UsageError("--policy random plays without an agent: drop --checkpoint")
     if game is None and checkpoint:
         game = run_game(checkpoint)
     game = game or "snake"
@@ -314,11 +319,6 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
         raise click.BadParameter(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
         )
-    policy = policy or ("checkpoint" if checkpoint else "random")
-    if policy == "checkpoint" and not checkpoint:
-        raise click.UsageError("--policy checkpoint needs --checkpoint DIR")
-    if policy == "random" and checkpoint:
-        raise click.UsageError("--policy random plays without an agent: drop --checkpoint")
     check_fps(fps, gif is not None)
     if gif is not None:
         from fasttrain import media

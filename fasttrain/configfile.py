@@ -33,7 +33,17 @@ def _class_nodes(module: str) -> dict[str, ast.ClassDef]:
 
 @functools.cache
 def field_docs(cls) -> dict[str, str]:
-    """The docstring under each dataclass field (CleanRL style), by field name."""
+    """The docstring under each dataclass field (CleanRL style), by field name; a field a
+    subclass declares again takes the subclass's (the MinAtar ports over ``MinAtarParams``)."""
+    docs = {}
+    for klass in reversed(cls.__mro__):
+        if klass is not object and dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls) -> dict[str, str]:
+    """The field docstrings written in ``cls``'s own body."""
     node = _class_nodes(cls.__module__).get(cls.__qualname__)
     if node is None:  # not a top-level class of its module's source: parse the class alone
         try:

@@ -88,7 +88,7 @@ def evaluate(
         return float(fn(values[key])) if n else math.nan
 
     bots = None
-    if "bot_done" in env.state and getattr(env.params, "num_bots", 0) > 0:
+    if "bot_done_lives" in env.state and getattr(env.params, "num_bots", 0) > 0:
         bots = _bots(env, steps, seconds)  # scripted snakes in the same worlds, same steps
     return EvalResult(
         policy=policy or ("random" if act is None else "agent"),
@@ -115,8 +115,12 @@ def choose(act: Callable, obs, episode_starts):
 
 def _bots(env, steps: int, seconds: float) -> EvalResult:
     """Mean food per life and survival of the bots over every bot life that ended: the game
-    keeps ``bot_done`` = (food, steps, lives) summed per env, so no standard deviations."""
-    food, steps_lived, count = (float(x) for x in env.state["bot_done"].sum(axis=0))
+    keeps ``bot_done_food``, ``bot_done_steps`` and ``bot_done_lives`` summed per env, so no
+    standard deviations."""
+    state = env.state
+    food, steps_lived, count = (
+        float(state[name].sum()) for name in ("bot_done_food", "bot_done_steps", "bot_done_lives")
+    )
     count = int(count)
     policy = getattr(env.params, "bot_policy", "scripted")
     return EvalResult(

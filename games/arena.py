@@ -29,9 +29,10 @@ Bots: ``num_bots`` scripted snakes (``bot_policy``: random, greedy or cautious; 
     ``arena_bots.py``) in slots after the agents, room for ``max_bots`` of them. They move after
     the agents, inside the same step, by the same rules: they eat, die (leaving corpses) and
     kill. A dead bot respawns at its next turn, without moving then. They have no learner rows;
-    their lives are summed in ``bot_done`` (food, steps, lives). ``num_bots``, ``bot_policy``,
-    ``num_food`` and the rewards may change between steps (a curriculum stage): the food is
-    topped up to ``num_food`` at each step, and eaten food is not replaced while there is more.
+    their ended lives are summed in ``bot_done_food``, ``bot_done_steps`` and
+    ``bot_done_lives``. ``num_bots``, ``bot_policy``, ``num_food`` and the rewards may change
+    between steps (a curriculum stage): the food is topped up to ``num_food`` at each step, and
+    eaten food is not replaced while there is more.
 """
 
 from __future__ import annotations
@@ -147,249 +148,231 @@ STATE = (
     Field("missing_food", lambda p: (), np.int32, "() food that found no free cell yet"),
     Field("food_count", lambda p: (), np.int32, "() food on the map"),
     Field("bot_score", _bots, np.int32, "(B,) food and corpse each bot ate in its life"),
-    Field("bot_done", lambda p: (3,), np.float64, "(3,) food, steps, count of ended bot lives"),
+    Field("bot_done_food", lambda p: (), np.float64, "() food and corpse of ended bot lives"),
+    Field("bot_done_steps", lambda p: (), np.float64, "() steps of ended bot lives"),
+    Field("bot_done_lives", lambda p: (), np.float64, "() ended bot lives"),
 )
+
+
+BOT_DONE = ("bot_done_food", "bot_done_steps", "bot_done_lives")
+
+
+def legacy_state(arrays: dict) -> dict:
+    """A checkpoint's arrays from before the bot sums had names: ``bot_done`` (N, 3) holds
+    them as columns."""
+    if "bot_done" in arrays:
+        done = np.asarray(arrays.pop("bot_done"))
+        for k, name in enumerate(BOT_DONE):
+            arrays[name] = np.ascontiguousarray(done[:, k])
+    return arrays
 
 
 # ------------------------------------------------------------------------------- sub-steps
 
 
-def put(i, grid, tiles, cell, tile):
+def put(i, s, cell, tile):
     """Set one map cell in both views: ``grid`` (who is there) and ``tiles`` (what a window
     shows before own/other: every snake as SNAKE)."""
-    grid[i, cell] = tile
-    tiles[i, cell] = min(tile, SNAKE)
+    s.grid[i, cell] = tile
+    s.tiles[i, cell] = min(tile, SNAKE)
 
 
-def free_cell(i, rng, grid, width, height, vision):
+def free_cell(i, s, p):
     """A random empty or corpse cell of the map's inside, or -1 when there is none."""
+    width, vision = p.width, p.vision
     inner_w = width - 2 * vision
-    inner_h = height - 2 * vision
+    inner_h = p.height - 2 * vision
     for _ in range(SPAWN_TRIES):
-        cell = (vision + rand_int(rng, i, inner_h)) * width + vision + rand_int(rng, i, inner_w)
-        if grid[i, cell] == EMPTY or grid[i, cell] == CORPSE:
+        cell = (vision + rand_int(s.rng, i, inner_h)) * width + vision + rand_int(s.rng, i, inner_w)
+        if s.grid[i, cell] == EMPTY or s.grid[i, cell] == CORPSE:
             return cell
     # a crowded map: the first free cell after a random start, scanning the inside in order
-    start = rand_int(rng, i, inner_h * inner_w)
+    start = rand_int(s.rng, i, inner_h * inner_w)
     for k in range(inner_h * inner_w):
         j = start + k
         if j >= inner_h * inner_w:
             j -= inner_h * inner_w
         row = j // inner_w
         cell = (vision + row) * width + vision + j - row * inner_w
-        if grid[i, cell] == EMPTY or grid[i, cell] == CORPSE:
+        if s.grid[i, cell] == EMPTY or s.grid[i, cell] == CORPSE:
             return cell
     return -1
 
 
-def spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision):
+def spawn_food(i, s, p):
     """Put one food on a random empty or corpse cell (counted as missing when none is free)."""
-    cell = free_cell(i, rng, grid, width, height, vision)
+    cell = free_cell(i, s, p)
     if cell < 0:
-        missing_food[i] += 1
+        s.missing_food[i] += 1
         return
-    put(i, grid, tiles, cell, FOOD)
-    food_count[i] += 1
+    put(i, s, cell, FOOD)
+    s.food_count[i] += 1
 
 
-def spawn_snake(
-    i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
-):
+def spawn_snake(i, a, s, p):
     """Snake ``a`` starts a life with length 1 on a random empty or corpse cell."""
-    steps[i, a] = 0
-    cell = free_cell(i, rng, grid, width, height, vision)
+    s.steps[i, a] = 0
+    cell = free_cell(i, s, p)
     if cell < 0:
-        length[i, a] = 0  # waits: step_one ends this life at once and it tries again
+        s.length[i, a] = 0  # waits: step_one ends this life at once and it tries again
         return
-    body[i, a, 0] = cell
-    head_slot[i, a] = 0
-    head[i, a] = cell
-    length[i, a] = 1
-    put(i, grid, tiles, cell, SNAKE + a)
+    s.body[i, a, 0] = cell
+    s.head_slot[i, a] = 0
+    s.head[i, a] = cell
+    s.length[i, a] = 1
+    put(i, s, cell, SNAKE + a)
 
 
-def remove_snake(
-    i, a, grid, tiles, body, head_slot, length, max_snake_length, leave_corpse_on_death
-):
-    """Clear snake ``a`` from the map, head first; with corpses, the cells where an even number
-    of cells remain (counting the one being cleared) become corpse, as in PufferLib."""
-    slot = head_slot[i, a]
-    n = length[i, a]
+def remove_snake(i, a, leave_corpse, s, p):
+    """Clear snake ``a`` from the map, head first; with ``leave_corpse``, the cells where an
+    even number of cells remain (counting the one being cleared) become corpse, as in
+    PufferLib."""
+    slot = s.head_slot[i, a]
+    n = s.length[i, a]
     while n > 0:
-        cell = body[i, a, slot]
-        put(i, grid, tiles, cell, CORPSE if leave_corpse_on_death and n % 2 == 0 else EMPTY)
+        cell = s.body[i, a, slot]
+        put(i, s, cell, CORPSE if leave_corpse and n % 2 == 0 else EMPTY)
         n -= 1
-        slot = slot - 1 if slot > 0 else max_snake_length - 1
-    length[i, a] = 0
+        slot = slot - 1 if slot > 0 else p.max_snake_length - 1
+    s.length[i, a] = 0
+
+
+def end_bot_life(i, b, steps, s):
+    """Bot ``b``'s life ended after ``steps`` steps: its food, steps and the life go into the
+    sums, and its score starts over."""
+    s.bot_done_food[i] += s.bot_score[i, b]
+    s.bot_done_steps[i] += steps
+    s.bot_done_lives[i] += 1
+    s.bot_score[i, b] = 0
 
 
 # ------------------------------------------------------------------------------- reset, step
 
 
-def reset_one(
-    i, rng, grid, tiles, body, head_slot, head, length, steps, missing_food, food_count, bot_score,
-    bot_done, width, height, vision, num_snakes, num_food, max_bots, num_bots,
-):  # fmt: skip
+def reset_one(i, io, s, p):
     """A fresh map: wall border, every snake (agents, then active bots) spawned in index
     order, then the food."""
+    width, height, vision = p.width, p.height, p.vision
     for r in range(height):
         for c in range(width):
             inside = vision <= r < height - vision and vision <= c < width - vision
-            put(i, grid, tiles, r * width + c, EMPTY if inside else WALL)
-    for b in range(max_bots):  # a world restart ends the bots' lives in progress
-        k = num_snakes + b
-        if length[i, k] > 0:
-            bot_done[i, 0] += bot_score[i, b]
-            bot_done[i, 1] += steps[i, k]
-            bot_done[i, 2] += 1
-        bot_score[i, b] = 0
-    for a in range(num_snakes + max_bots):
-        length[i, a] = 0
-    for a in range(num_snakes + num_bots):
-        spawn_snake(
-            i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
-        )
-    missing_food[i] = 0
-    food_count[i] = 0
-    for _ in range(num_food):
-        spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision)
+            put(i, s, r * width + c, EMPTY if inside else WALL)
+    for b in range(p.max_bots):  # a world restart ends the bots' lives in progress
+        k = p.num_snakes + b
+        if s.length[i, k] > 0:
+            end_bot_life(i, b, s.steps[i, k], s)
+        s.bot_score[i, b] = 0
+    for a in range(p.num_snakes + p.max_bots):
+        s.length[i, a] = 0
+    for a in range(p.num_snakes + p.num_bots):
+        spawn_snake(i, a, s, p)
+    s.missing_food[i] = 0
+    s.food_count[i] = 0
+    for _ in range(p.num_food):
+        spawn_food(i, s, p)
 
 
-def reset_agent(
-    i, a, rng, grid, tiles, body, head_slot, head, length, steps,
-    width, height, vision, max_snake_length,
-):  # fmt: skip
+def reset_agent(i, a, io, s, p):
     """Respawn snake ``a``; a dead snake was removed when it died, a truncated one is cleared
     here (no corpse: it did not die)."""
-    remove_snake(i, a, grid, tiles, body, head_slot, length, max_snake_length, False)
-    spawn_snake(i, a, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision)
+    remove_snake(i, a, False, s, p)
+    spawn_snake(i, a, s, p)
 
 
-def move_snake(
-    i, k, action, rng, grid, tiles, body, head_slot, head, length, missing_food, food_count,
-    num_food,
-    width, height, vision, leave_corpse_on_death, max_snake_length,
-):  # fmt: skip
+def move_snake(i, k, action, s, p):
     """Move snake ``k`` one cell; returns the tile it moved into: EMPTY, FOOD or CORPSE (it
     grew), or WALL for any death (it was removed, leaving corpses if the game says so)."""
-    n = length[i, k]
-    slot = head_slot[i, k]
-    cell = body[i, k, slot]
+    width, max_length = p.width, p.max_snake_length
+    n = s.length[i, k]
+    slot = s.head_slot[i, k]
+    cell = s.body[i, k, slot]
     step = -width if action == UP else width if action == DOWN else -1 if action == LEFT else 1
     new = cell + step
-    if n > 1 and new == body[i, k, slot - 1 if slot > 0 else max_snake_length - 1]:
+    if n > 1 and new == s.body[i, k, slot - 1 if slot > 0 else max_length - 1]:
         new = cell - step  # into the neck: keep going straight
-    tile = grid[i, new]
+    tile = s.grid[i, new]
     if tile >= WALL:
-        remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length,
-                     leave_corpse_on_death)  # fmt: skip
+        remove_snake(i, k, p.leave_corpse_on_death, s, p)
         return WALL
-    slot = slot + 1 if slot + 1 < max_snake_length else 0
+    slot = slot + 1 if slot + 1 < max_length else 0
     tail = slot - n
     if tail < 0:
-        tail += max_snake_length
-    tail_cell = body[i, k, tail]  # read first: at full length the head takes its slot
-    body[i, k, slot] = new
-    head_slot[i, k] = slot
-    head[i, k] = new
+        tail += max_length
+    tail_cell = s.body[i, k, tail]  # read first: at full length the head takes its slot
+    s.body[i, k, slot] = new
+    s.head_slot[i, k] = slot
+    s.head[i, k] = new
     grows = tile == FOOD or tile == CORPSE
     if tile == FOOD:
-        food_count[i] -= 1
-        if food_count[i] + missing_food[i] < num_food:  # fewer after a stage lowered num_food
-            spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision)
-    if grows and n < max_snake_length:
-        length[i, k] = n + 1
+        s.food_count[i] -= 1
+        if s.food_count[i] + s.missing_food[i] < p.num_food:  # fewer after a stage lowered it
+            spawn_food(i, s, p)
+    if grows and n < max_length:
+        s.length[i, k] = n + 1
     else:
-        put(i, grid, tiles, tail_cell, EMPTY)
-    put(i, grid, tiles, new, SNAKE + k)
+        put(i, s, tail_cell, EMPTY)
+    put(i, s, new, SNAKE + k)
     return tile
 
 
-# one line per argument group: env index and I/O buffers, state arrays, params
-def step_one(
-    i, actions, rewards, terminated, truncated, rng, score,
-    grid, tiles, body, head_slot, head, length, steps, missing_food, food_count, bot_score,
-    bot_done,
-    width, vision, num_food, leave_corpse_on_death, reward_food, reward_corpse, reward_death,
-    max_episode_steps, num_bots, bot_policy,
-):  # fmt: skip
+def step_one(i, io, s, p):
     """Move every snake once, in index order: the agents, then the bots."""
-    # sizes read from the buffers: Python compiles a call of more than 30 arguments as *args,
-    # which Numba cannot inline, so step_one takes no parameter it can do without
-    num_snakes = actions.shape[1]
-    max_bots = head.shape[1] - num_snakes
-    max_snake_length = body.shape[2]
-    height = grid.shape[1] // width
     # a curriculum stage may have changed num_food: more is spawned now, less is not replaced
-    missing_food[i] = max(0, num_food - food_count[i])
-    for _ in range(missing_food[i]):  # food that found no room earlier tries again
-        missing_food[i] -= 1
-        spawn_food(i, rng, grid, tiles, missing_food, food_count, width, height, vision)
-    for a in range(num_snakes):
-        terminated[i, a] = False
-        truncated[i, a] = False
-        if length[i, a] == 0:  # no cell was free at its respawn
-            rewards[i, a] = 0.0
-            terminated[i, a] = True
+    s.missing_food[i] = max(0, p.num_food - s.food_count[i])
+    for _ in range(s.missing_food[i]):  # food that found no room earlier tries again
+        s.missing_food[i] -= 1
+        spawn_food(i, s, p)
+    for a in range(p.num_snakes):
+        io.terminated[i, a] = False
+        io.truncated[i, a] = False
+        if s.length[i, a] == 0:  # no cell was free at its respawn
+            io.rewards[i, a] = 0.0
+            io.terminated[i, a] = True
             continue
-        tile = move_snake(i, a, actions[i, a], rng, grid, tiles, body, head_slot, head, length,
-                          missing_food, food_count, num_food, width, height, vision,
-                          leave_corpse_on_death,
-                          max_snake_length)  # fmt: skip
+        tile = move_snake(i, a, io.actions[i, a], s, p)
         if tile == WALL:
-            rewards[i, a] = reward_death
-            terminated[i, a] = True
+            io.rewards[i, a] = p.reward_death
+            io.terminated[i, a] = True
             continue
-        rewards[i, a] = reward_food if tile == FOOD else reward_corpse if tile == CORPSE else 0.0
+        reward = p.reward_food if tile == FOOD else p.reward_corpse if tile == CORPSE else 0.0
+        io.rewards[i, a] = reward
         if tile != EMPTY:
-            score[i, a] += 1.0
-        steps[i, a] += 1
-        truncated[i, a] = 0 < max_episode_steps <= steps[i, a]
-    for b in range(max_bots):
-        k = num_snakes + b
-        if b >= num_bots:  # a slot a curriculum stage turned off: its life ends here
-            if length[i, k] > 0:
-                bot_done[i, 0] += bot_score[i, b]
-                bot_done[i, 1] += steps[i, k]
-                bot_done[i, 2] += 1
-                bot_score[i, b] = 0
-                remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length, False)
+            io.score[i, a] += 1.0
+        s.steps[i, a] += 1
+        io.truncated[i, a] = 0 < p.max_episode_steps <= s.steps[i, a]
+    for b in range(p.max_bots):
+        k = p.num_snakes + b
+        if b >= p.num_bots:  # a slot a curriculum stage turned off: its life ends here
+            if s.length[i, k] > 0:
+                end_bot_life(i, b, s.steps[i, k], s)
+                remove_snake(i, k, False, s, p)
             continue
-        if length[i, k] == 0:  # dead (or new): it respawns now and moves from the next step
-            spawn_snake(
-                i, k, rng, grid, tiles, body, head_slot, head, length, steps, width, height, vision
-            )
-            bot_score[i, b] = 0
+        if s.length[i, k] == 0:  # dead (or new): it respawns now and moves from the next step
+            spawn_snake(i, k, s, p)
             continue
-        action = bot_action(i, k, bot_policy, rng, grid, tiles, body, head_slot, head, length,
-                            width, vision, max_snake_length)  # fmt: skip
-        tile = move_snake(i, k, action, rng, grid, tiles, body, head_slot, head, length,
-                          missing_food, food_count, num_food, width, height, vision,
-                          leave_corpse_on_death,
-                          max_snake_length)  # fmt: skip
+        tile = move_snake(i, k, bot_action(i, k, s, p), s, p)
         if tile != WALL:
-            steps[i, k] += 1
+            s.steps[i, k] += 1
             if tile != EMPTY:
-                bot_score[i, b] += 1
-        if tile == WALL or 0 < max_episode_steps <= steps[i, k]:  # the life ends
-            bot_done[i, 0] += bot_score[i, b]
-            bot_done[i, 1] += steps[i, k] + (tile == WALL)
-            bot_done[i, 2] += 1
-            remove_snake(i, k, grid, tiles, body, head_slot, length, max_snake_length, False)
+                s.bot_score[i, b] += 1
+        if tile == WALL or 0 < p.max_episode_steps <= s.steps[i, k]:  # the life ends
+            end_bot_life(i, b, s.steps[i, k] + (tile == WALL), s)
+            remove_snake(i, k, False, s, p)
 
 
-def observe(i, a, obs_flat, grid, tiles, head, width, vision):
+def observe(i, a, io, s, p):
     """Write snake ``a``'s window of tile codes, row by row, its head in the centre."""
     # unsigned indices: a compiled signed index is checked for a negative (wraparound) value
     # at every access; these never are, and dropping the check made the arena ~25% faster.
     # The window reads the uint8 tiles (half the bytes of grid, so the maps stay in cache) and
     # looks at grid only on snake cells, to tell its own body from the others.
+    width, vision = p.width, p.vision
     side = np.uint64(2 * vision + 1)
     own = SNAKE + a
-    cells = tiles[i]
-    who = grid[i]
-    out = obs_flat[i, a]
-    corner = np.uint64(head[i, a] - vision * width - vision)  # the window's top-left cell
+    cells = s.tiles[i]
+    who = s.grid[i]
+    out = io.obs_flat[i, a]
+    corner = np.uint64(s.head[i, a] - vision * width - vision)  # the window's top-left cell
     w = np.uint64(width)
     k = np.uint64(0)
     row = corner
@@ -448,10 +431,18 @@ def render_text(state, params, crop: int = 48) -> str:
 # colours of map tiles (empty, food, corpse, wall), then snakes' bodies and heads by index
 _TILE_RGB = np.array([[20, 20, 28], [230, 60, 60], [120, 80, 60], [110, 110, 120]], np.uint8)
 _SNAKE_RGB = np.array(
-    [[60, 170, 80], [70, 130, 220], [220, 180, 50], [180, 90, 200], [60, 190, 190],
-     [230, 130, 60], [150, 150, 150], [200, 90, 120]],
+    [
+        [60, 170, 80],
+        [70, 130, 220],
+        [220, 180, 50],
+        [180, 90, 200],
+        [60, 190, 190],
+        [230, 130, 60],
+        [150, 150, 150],
+        [200, 90, 120],
+    ],
     dtype=np.uint8,
-)  # fmt: skip
+)
 
 
 def render_rgb(state, obs, params) -> np.ndarray:
@@ -487,6 +478,7 @@ SPEC = GameSpec(
     reset_agent=reset_agent,
     obs_categories=OBS_CODES,
     choices={"bot_policy": BOT_POLICIES},
+    legacy_state=legacy_state,
 )
 
 

@@ -34,32 +34,35 @@ def _delta(action, width):
     return 1
 
 
-def near_other_head(i, k, cell, grid, head, width):
+def near_other_head(i, k, cell, s, p):
     """True when a head of another snake is next to ``cell``."""
     for action in range(4):
-        next_to = cell + _delta(action, width)
-        tile = grid[i, next_to]
-        if tile >= _SNAKE and tile != _SNAKE + k and head[i, tile - _SNAKE] == next_to:
+        next_to = cell + _delta(action, p.width)
+        tile = s.grid[i, next_to]
+        if tile >= _SNAKE and tile != _SNAKE + k and s.head[i, tile - _SNAKE] == next_to:
             return True
     return False
 
 
-def bot_action(i, k, policy, rng, grid, tiles, body, head_slot, head, length, width, vision,
-               max_snake_length):  # fmt: skip
-    """The action of bot snake ``k`` under ``policy`` (RANDOM, GREEDY or CAUTIOUS)."""
+def bot_action(i, k, s, p):
+    """The action of bot snake ``k`` under ``p.bot_policy`` (RANDOM, GREEDY or CAUTIOUS)."""
+    policy = p.bot_policy
     if policy == RANDOM:
-        return rand_int(rng, i, 4)
-    h = head[i, k]
+        return rand_int(s.rng, i, 4)
+    width, vision = p.width, p.vision
+    h = s.head[i, k]
     hr = h // width
     hc = h - hr * width
-    slot = head_slot[i, k]
-    neck = body[i, k, slot - 1 if slot > 0 else max_snake_length - 1] if length[i, k] > 1 else -1
+    slot = s.head_slot[i, k]
+    neck = -1
+    if s.length[i, k] > 1:
+        neck = s.body[i, k, slot - 1 if slot > 0 else p.max_snake_length - 1]
     # the nearest food or corpse in sight
     target = -1
     best = _FAR
     for r in range(hr - vision, hr + vision + 1):
         for c in range(hc - vision, hc + vision + 1):
-            tile = tiles[i, r * width + c]
+            tile = s.tiles[i, r * width + c]
             if tile == _FOOD or tile == _CORPSE:
                 d = abs(r - hr) + abs(c - hc)
                 if d < best:
@@ -75,11 +78,11 @@ def bot_action(i, k, policy, rng, grid, tiles, body, head_slot, head, length, wi
     calm = 0
     for action in range(4):
         cell = h + _delta(action, width)
-        if cell == neck or tiles[i, cell] >= _WALL:
+        if cell == neck or s.tiles[i, cell] >= _WALL:
             continue
         safe += 1
         key = 0
-        if policy == CAUTIOUS and near_other_head(i, k, cell, grid, head, width):
+        if policy == CAUTIOUS and near_other_head(i, k, cell, s, p):
             key = _FAR // 2
         else:
             calm += 1
@@ -93,12 +96,12 @@ def bot_action(i, k, policy, rng, grid, tiles, body, head_slot, head, length, wi
         return 0 if neck < 0 else _straight(h, neck, width)
     if target >= 0:
         return chosen
-    pick = rand_int(rng, i, calm if calm > 0 else safe)
+    pick = rand_int(s.rng, i, calm if calm > 0 else safe)
     for action in range(4):
         cell = h + _delta(action, width)
-        if cell == neck or tiles[i, cell] >= _WALL:
+        if cell == neck or s.tiles[i, cell] >= _WALL:
             continue
-        if calm > 0 and policy == CAUTIOUS and near_other_head(i, k, cell, grid, head, width):
+        if calm > 0 and policy == CAUTIOUS and near_other_head(i, k, cell, s, p):
             continue
         if pick == 0:
             return action

@@ -80,15 +80,15 @@ STATE = (
 # ------------------------------------------------------------------------------- sub-steps
 
 
-def accelerations(force, theta, theta_dot, gravity, masscart, masspole, length):
+def accelerations(force, theta, theta_dot, p):
     """(xacc, thetaacc) of the cart and pole; Gymnasium's formulas in its operation order."""
-    total_mass = masspole + masscart
-    polemass_length = masspole * length
+    total_mass = p.masspole + p.masscart
+    polemass_length = p.masspole * p.length
     costheta = math.cos(theta)
     sintheta = math.sin(theta)
     temp = (force + polemass_length * (theta_dot * theta_dot) * sintheta) / total_mass
-    thetaacc = (gravity * sintheta - costheta * temp) / (
-        length * (4.0 / 3.0 - masspole * (costheta * costheta) / total_mass)
+    thetaacc = (p.gravity * sintheta - costheta * temp) / (
+        p.length * (4.0 / 3.0 - p.masspole * (costheta * costheta) / total_mass)
     )
     xacc = temp - polemass_length * thetaacc * costheta / total_mass
     return xacc, thetaacc
@@ -101,55 +101,47 @@ def failed(x, theta, x_threshold, theta_threshold):
     )
 
 
-def write_obs(i, obs, x, x_dot, theta, theta_dot, observe_velocity):
+def write_obs(i, io, s, p):
     """Round env i's float64 state into its float32 observation row (velocities 0 when they
     are not observed)."""
-    obs[i, 0] = x[i]
-    obs[i, 1] = x_dot[i] if observe_velocity else 0.0
-    obs[i, 2] = theta[i]
-    obs[i, 3] = theta_dot[i] if observe_velocity else 0.0
+    io.obs[i, 0] = s.x[i]
+    io.obs[i, 1] = s.x_dot[i] if p.observe_velocity else 0.0
+    io.obs[i, 2] = s.theta[i]
+    io.obs[i, 3] = s.theta_dot[i] if p.observe_velocity else 0.0
 
 
 # ------------------------------------------------------------------------------- reset, step
 
 
-def reset_one(i, obs, rng, x, x_dot, theta, theta_dot, steps, observe_velocity):
+def reset_one(i, io, s, p):
     """Start a new episode in env i: every state variable uniform in [-0.05, 0.05)."""
     span = 2.0 * RESET_BOUND
-    x[i] = -RESET_BOUND + span * rand_float(rng, i)
-    x_dot[i] = -RESET_BOUND + span * rand_float(rng, i)
-    theta[i] = -RESET_BOUND + span * rand_float(rng, i)
-    theta_dot[i] = -RESET_BOUND + span * rand_float(rng, i)
-    steps[i] = 0
-    write_obs(i, obs, x, x_dot, theta, theta_dot, observe_velocity)
+    s.x[i] = -RESET_BOUND + span * rand_float(s.rng, i)
+    s.x_dot[i] = -RESET_BOUND + span * rand_float(s.rng, i)
+    s.theta[i] = -RESET_BOUND + span * rand_float(s.rng, i)
+    s.theta_dot[i] = -RESET_BOUND + span * rand_float(s.rng, i)
+    s.steps[i] = 0
+    write_obs(i, io, s, p)
 
 
-# one line per argument group: env index and I/O buffers, state arrays, params
-def step_one(
-    i, actions, obs, rewards, terminated, truncated, score,
-    x, x_dot, theta, theta_dot, steps,
-    gravity, masscart, masspole, length, force_mag, tau, x_threshold, theta_threshold,
-    max_episode_steps, observe_velocity,
-):  # fmt: skip
+def step_one(i, io, s, p):
     """Advance env i by one Euler step of ``tau`` seconds."""
-    force = force_mag if actions[i] == RIGHT else -force_mag
-    xacc, thetaacc = accelerations(
-        force, theta[i], theta_dot[i], gravity, masscart, masspole, length
-    )
+    force = p.force_mag if io.actions[i] == RIGHT else -p.force_mag
+    xacc, thetaacc = accelerations(force, s.theta[i], s.theta_dot[i], p)
     # explicit Euler: positions move with the old velocities, read before they are updated
-    new_x = x[i] + tau * x_dot[i]
-    new_theta = theta[i] + tau * theta_dot[i]
-    x_dot[i] = x_dot[i] + tau * xacc
-    theta_dot[i] = theta_dot[i] + tau * thetaacc
-    x[i] = new_x
-    theta[i] = new_theta
-    steps[i] += 1
-    score[i] += 1.0
-    dead = failed(new_x, new_theta, x_threshold, theta_threshold)
-    rewards[i] = 1.0
-    terminated[i] = dead
-    truncated[i] = (not dead) and 0 < max_episode_steps <= steps[i]
-    write_obs(i, obs, x, x_dot, theta, theta_dot, observe_velocity)
+    new_x = s.x[i] + p.tau * s.x_dot[i]
+    new_theta = s.theta[i] + p.tau * s.theta_dot[i]
+    s.x_dot[i] = s.x_dot[i] + p.tau * xacc
+    s.theta_dot[i] = s.theta_dot[i] + p.tau * thetaacc
+    s.x[i] = new_x
+    s.theta[i] = new_theta
+    s.steps[i] += 1
+    io.score[i] += 1.0
+    dead = failed(new_x, new_theta, p.x_threshold, p.theta_threshold)
+    io.rewards[i] = 1.0
+    io.terminated[i] = dead
+    io.truncated[i] = (not dead) and 0 < p.max_episode_steps <= s.steps[i]
+    write_obs(i, io, s, p)
 
 
 # ------------------------------------------------------------------------------- render

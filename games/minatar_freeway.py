@@ -1,18 +1,16 @@
 """MinAtar Freeway: a chicken crosses eight lanes of traffic, as often as it can in 2500 steps.
 
 A step-for-step port of ``minatar`` 1.0.15's ``freeway.py`` with its ``Environment`` wrapper
-(sticky actions), checked against the package in tests/games/test_minatar_freeway.py.
+(sticky actions, actions, truncation and score as in every port: ``games/_minatar.py``), checked
+against the package in tests/games/test_minatar_freeway.py.
 
 Observation: uint8, shape ``(7, 10, 10)``, MinAtar's channels in its order:
     channel 0      chicken (always in column 4)
     channel 1      cars (one per lane, lanes on rows 1-8)
     channels 2-6   a car's trail, the cell behind it: the channel says how often the car moves
                    (channel 2: every step ... channel 6: every 5th step), the side its direction
-Actions: MinAtar's full set of 6, ``0 n, 1 l, 2 u, 3 r, 4 d, 5 f`` (only up and down move the
-    chicken); with ``minimal_action_set = true``, 3 actions ``0 n, 1 u, 2 d``.
-Sticky actions: with probability ``sticky_action_prob`` (0.1) a step repeats the previous
-    step's action instead of the one given; the previous action carries over into the next
-    episode, as in MinAtar (its ``Environment`` never resets it).
+Actions: MinAtar's full set of 6 (only up and down move the chicken); with
+    ``minimal_action_set = true``, 3 actions ``0 n, 1 u, 2 d``.
 Start: the chicken on row 9; every car in column 0 of its lane, with a speed of 1-5 steps per
     move and a random direction (8 speed draws, then 8 direction draws).
 Dynamics: the chicken moves one row at most every 3rd step (a move starts a 3-step cooldown).
@@ -29,7 +27,6 @@ No difficulty ramping: MinAtar's Freeway ignores ``difficulty_ramping``, so ther
 Quirk not kept: MinAtar draws a car's direction as ``sign(u - 0.5)``, which is 0 (a car that
     never shows a trail, and crashes MinAtar's ``state()``) when ``u`` is exactly 0.5; here that
     draw counts as leftward.
-Score: crossings in the episode (equal to the return).
 """
 
 from __future__ import annotations
@@ -38,41 +35,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fasttrain.games._minatar import render_rgb
-from fasttrain.kernels import Field, GameSpec, rand_float, rand_int
+from fasttrain.games._minatar import (
+    CELLS,
+    DOWN,
+    NOOP,
+    SIZE,
+    UP,
+    MinAtarParams,
+    end_step,
+    main,
+    scalar,
+    spec,
+    sticky_action,
+)
+from fasttrain.kernels import Field, rand_float, rand_int
 
-SIZE = 10
-CELLS = SIZE * SIZE
 CHICKEN, CAR, SPEED1 = 0, 1, 2  # speed k's trail is channel SPEED1 + k - 1
 NUM_CHANNELS = 7
 NUM_CARS = 8  # car k drives on row k + 1
 CHICKEN_COLUMN = 4
 PLAYER_SPEED = 3  # steps between two chicken moves
 TIME_LIMIT = 2500
-NOOP, LEFT, UP, RIGHT, DOWN, FIRE = 0, 1, 2, 3, 4, 5
 MINIMAL_ACTIONS = (NOOP, UP, DOWN)  # MinAtar's minimal_action_set() for Freeway
 
 
 @dataclass(frozen=True)
-class FreewayParams:
+class FreewayParams(MinAtarParams):
     """Mirrors ``[game.minatar-freeway]`` in config.toml; defaults are MinAtar's."""
 
-    sticky_action_prob: float = 0.1
-    """probability that a step repeats the previous action instead of the one given"""
     minimal_action_set: bool = False
     """3 actions (no-op, up, down) instead of MinAtar's full 6"""
     max_episode_steps: int = 0
     """truncate episodes at this many steps (0: none; MinAtar's own limit ends them at 2501)"""
-
-    def __post_init__(self):
-        if not 0.0 <= self.sticky_action_prob <= 1.0:
-            raise ValueError(f"sticky_action_prob must be in [0, 1], got {self.sticky_action_prob}")
-        if self.max_episode_steps < 0:
-            raise ValueError("max_episode_steps must be >= 0 (0 means no limit)")
-
-
-def _scalar(p):
-    return ()
 
 
 def _cars(p):
@@ -80,127 +74,103 @@ def _cars(p):
 
 
 STATE = (
-    Field("pos", _scalar, np.int32, "() chicken row"),
-    Field("move_timer", _scalar, np.int32, "() steps until the chicken may move again"),
-    Field("terminate_timer", _scalar, np.int32, "() MinAtar's time limit countdown"),
+    Field("pos", scalar, np.int32, "() chicken row"),
+    Field("move_timer", scalar, np.int32, "() steps until the chicken may move again"),
+    Field("terminate_timer", scalar, np.int32, "() MinAtar's time limit countdown"),
     Field("car_x", _cars, np.int32, "(8,) column of the car in lane k (row k + 1)"),
     Field("car_timer", _cars, np.int32, "(8,) steps until the car moves"),
     Field("car_speed", _cars, np.int32, "(8,) steps per move, signed: + right, - left"),
-    Field("last_action", _scalar, np.int32, "() the previous step's action (full set)"),
-    Field("steps", _scalar, np.int32, "() steps in this episode"),
 )
 
 
 # ------------------------------------------------------------------------------- sub-steps
 
 
-def full_action(action, minimal_action_set):
-    """The full-set action of ``action`` (MinAtar's minimal set maps 0, 1, 2 to n, u, d)."""
-    if minimal_action_set:
-        return (NOOP, UP, DOWN)[action]
-    return action
-
-
-def randomize_cars(i, rng, car_timer, car_speed):
+def randomize_cars(i, s):
     """MinAtar's ``_randomize_cars``: 8 speeds in 1-5, then 8 directions."""
     for k in range(NUM_CARS):
-        car_speed[i, k] = 1 + rand_int(rng, i, 5)
+        s.car_speed[i, k] = 1 + rand_int(s.rng, i, 5)
     for k in range(NUM_CARS):
-        if rand_float(rng, i) <= 0.5:
-            car_speed[i, k] = -car_speed[i, k]
-        car_timer[i, k] = abs(car_speed[i, k])
+        if rand_float(s.rng, i) <= 0.5:
+            s.car_speed[i, k] = -s.car_speed[i, k]
+        s.car_timer[i, k] = abs(s.car_speed[i, k])
 
 
-def move(i, a, rng, pos, move_timer, terminate_timer, car_x, car_timer, car_speed):
+def move(i, a, s, p):
     """MinAtar's ``Env.act`` for action ``a`` (full set): returns (reward, terminal)."""
-    if a == UP and move_timer[i] == 0:
-        move_timer[i] = PLAYER_SPEED
-        pos[i] = max(0, pos[i] - 1)
-    elif a == DOWN and move_timer[i] == 0:
-        move_timer[i] = PLAYER_SPEED
-        pos[i] = min(SIZE - 1, pos[i] + 1)
+    if a == UP and s.move_timer[i] == 0:
+        s.move_timer[i] = PLAYER_SPEED
+        s.pos[i] = max(0, s.pos[i] - 1)
+    elif a == DOWN and s.move_timer[i] == 0:
+        s.move_timer[i] = PLAYER_SPEED
+        s.pos[i] = min(SIZE - 1, s.pos[i] + 1)
     reward = 0.0
-    if pos[i] == 0:
+    if s.pos[i] == 0:
         reward = 1.0
-        randomize_cars(i, rng, car_timer, car_speed)
-        pos[i] = SIZE - 1
+        randomize_cars(i, s)
+        s.pos[i] = SIZE - 1
     for k in range(NUM_CARS):
-        if car_x[i, k] == CHICKEN_COLUMN and k + 1 == pos[i]:
-            pos[i] = SIZE - 1
-        if car_timer[i, k] == 0:
-            car_timer[i, k] = abs(car_speed[i, k])
-            x = car_x[i, k] + (1 if car_speed[i, k] > 0 else -1)
+        if s.car_x[i, k] == CHICKEN_COLUMN and k + 1 == s.pos[i]:
+            s.pos[i] = SIZE - 1
+        if s.car_timer[i, k] == 0:
+            s.car_timer[i, k] = abs(s.car_speed[i, k])
+            x = s.car_x[i, k] + (1 if s.car_speed[i, k] > 0 else -1)
             if x < 0:
                 x = SIZE - 1
             elif x > SIZE - 1:
                 x = 0
-            car_x[i, k] = x
-            if x == CHICKEN_COLUMN and k + 1 == pos[i]:
-                pos[i] = SIZE - 1
+            s.car_x[i, k] = x
+            if x == CHICKEN_COLUMN and k + 1 == s.pos[i]:
+                s.pos[i] = SIZE - 1
         else:
-            car_timer[i, k] -= 1
-    if move_timer[i] > 0:
-        move_timer[i] -= 1
-    terminate_timer[i] -= 1
-    return reward, terminate_timer[i] < 0
+            s.car_timer[i, k] -= 1
+    if s.move_timer[i] > 0:
+        s.move_timer[i] -= 1
+    s.terminate_timer[i] -= 1
+    return reward, s.terminate_timer[i] < 0
 
 
-def write_obs(i, obs_flat, pos, car_x, car_speed):
+def write_obs(i, io, s, p):
     """MinAtar's ``Env.state()`` as ``(channel, row, column)``."""
+    obs = io.obs_flat
     for k in range(NUM_CHANNELS * CELLS):
-        obs_flat[i, k] = 0
-    obs_flat[i, CHICKEN * CELLS + pos[i] * SIZE + CHICKEN_COLUMN] = 1
+        obs[i, k] = 0
+    obs[i, CHICKEN * CELLS + s.pos[i] * SIZE + CHICKEN_COLUMN] = 1
     for k in range(NUM_CARS):
-        x = car_x[i, k]
+        x = s.car_x[i, k]
         row = (k + 1) * SIZE
-        obs_flat[i, CAR * CELLS + row + x] = 1
-        speed = car_speed[i, k]
+        obs[i, CAR * CELLS + row + x] = 1
+        speed = s.car_speed[i, k]
         back = x - 1 if speed > 0 else x + 1
         if back < 0:
             back = SIZE - 1
         elif back > SIZE - 1:
             back = 0
-        obs_flat[i, (SPEED1 + abs(speed) - 1) * CELLS + row + back] = 1
+        obs[i, (SPEED1 + abs(speed) - 1) * CELLS + row + back] = 1
 
 
 # ------------------------------------------------------------------------------- reset, step
 
 
-def reset_one(
-    i, obs_flat, rng, pos, move_timer, terminate_timer, car_x, car_timer, car_speed, steps
-):
+def reset_one(i, io, s, p):
     """MinAtar's ``Env.reset``: new cars, the chicken at the bottom. ``last_action`` carries
     over."""
-    randomize_cars(i, rng, car_timer, car_speed)
+    randomize_cars(i, s)
     for k in range(NUM_CARS):
-        car_x[i, k] = 0
-    pos[i] = SIZE - 1
-    move_timer[i] = PLAYER_SPEED
-    terminate_timer[i] = TIME_LIMIT
-    steps[i] = 0
-    write_obs(i, obs_flat, pos, car_x, car_speed)
+        s.car_x[i, k] = 0
+    s.pos[i] = SIZE - 1
+    s.move_timer[i] = PLAYER_SPEED
+    s.terminate_timer[i] = TIME_LIMIT
+    s.steps[i] = 0
+    write_obs(i, io, s, p)
 
 
-# one line per argument group: env index and I/O buffers, state arrays, params
-def step_one(
-    i, actions, obs_flat, rewards, terminated, truncated, rng, score,
-    pos, move_timer, terminate_timer, car_x, car_timer, car_speed, last_action, steps,
-    sticky_action_prob, minimal_action_set, max_episode_steps,
-):  # fmt: skip
+def step_one(i, io, s, p):
     """MinAtar's ``Environment.act``: the sticky-action draw, then the game's step."""
-    a = full_action(actions[i], minimal_action_set)
-    if rand_float(rng, i) < sticky_action_prob:
-        a = last_action[i]
-    last_action[i] = a
-    reward, terminal = move(
-        i, a, rng, pos, move_timer, terminate_timer, car_x, car_timer, car_speed
-    )
-    steps[i] += 1
-    rewards[i] = reward
-    score[i] += reward
-    terminated[i] = terminal
-    truncated[i] = (not terminal) and 0 < max_episode_steps <= steps[i]
-    write_obs(i, obs_flat, pos, car_x, car_speed)
+    a = sticky_action(i, MINIMAL_ACTIONS, io, s, p)
+    reward, terminal = move(i, a, s, p)
+    end_step(i, reward, terminal, io, s, p)
+    write_obs(i, io, s, p)
 
 
 # ------------------------------------------------------------------------------- render
@@ -220,23 +190,10 @@ def render_text(state, params) -> str:
     return "\n".join([frame, *("|" + "".join(row) + "|" for row in rows), frame])
 
 
-SPEC = GameSpec(
-    name="minatar-freeway",
-    params_cls=FreewayParams,
-    state=STATE,
-    obs_shape=lambda p: (NUM_CHANNELS, SIZE, SIZE),
-    obs_dtype=np.uint8,
-    num_actions=lambda p: len(MINIMAL_ACTIONS) if p.minimal_action_set else 6,
-    reset_one=reset_one,
-    step_one=step_one,
-    render_text=render_text,
-    render_rgb=render_rgb,
+SPEC = spec(
+    "freeway", FreewayParams, STATE, NUM_CHANNELS, MINIMAL_ACTIONS, reset_one, step_one, render_text
 )
 
 
 if __name__ == "__main__":  # speed check: python -m fasttrain.games.minatar_freeway [envs] [steps]
-    import sys
-
-    from fasttrain.kernels.env import speed_check
-
-    speed_check(SPEC, FreewayParams(), sys.argv[1:])
+    main(SPEC)

@@ -100,142 +100,126 @@ def turn(direction, action):
     return action
 
 
-def place_fruit(i, rng, grid, fruit, length, cells):
+def place_fruit(i, s, p):
     """Put the fruit on a uniformly random free cell (-1 when none is free)."""
-    free = cells - length[i]
+    cells = p.height * p.width
+    free = cells - s.length[i]
     if free <= 0:
-        fruit[i] = -1
+        s.fruit[i] = -1
         return
     if 2 * free >= cells:  # mostly empty board: rejection sampling, still uniform over free cells
         while True:
-            cell = rand_int(rng, i, cells)
-            if grid[i, cell] == 0:
-                fruit[i] = cell
+            cell = rand_int(s.rng, i, cells)
+            if s.grid[i, cell] == 0:
+                s.fruit[i] = cell
                 return
-    k = rand_int(rng, i, free)
+    k = rand_int(s.rng, i, free)
     for cell in range(cells):
-        if grid[i, cell] == 0:
+        if s.grid[i, cell] == 0:
             if k == 0:
-                fruit[i] = cell
+                s.fruit[i] = cell
                 return
             k -= 1
 
 
-def write_obs(i, obs_flat, body, tail, length, fruit, cells):
+def write_obs(i, io, s, p):
     """Write the full observation of env i from its state (flat index: channel * cells + cell)."""
-    for k in range(obs_flat.shape[1]):  # explicit loops: faster than slice fill, and portable
-        obs_flat[i, k] = 0
-    n = length[i]
-    slot = tail[i]
+    cells = p.height * p.width
+    obs = io.obs_flat
+    for k in range(obs.shape[1]):  # explicit loops: faster than slice fill, and portable
+        obs[i, k] = 0
+    n = s.length[i]
+    slot = s.tail[i]
     for k in range(n):
-        cell = body[i, slot]
-        obs_flat[i, cell] = 1
-        obs_flat[i, 3 * cells + cell] = min(k + 1, 255)
+        cell = s.body[i, slot]
+        obs[i, cell] = 1
+        obs[i, 3 * cells + cell] = min(k + 1, 255)
         slot += 1
         if slot == cells:
             slot = 0
-    obs_flat[i, cells + body[i, slot - 1 if slot > 0 else cells - 1]] = 1  # the head
-    if fruit[i] >= 0:
-        obs_flat[i, 2 * cells + fruit[i]] = 1
+    obs[i, cells + s.body[i, slot - 1 if slot > 0 else cells - 1]] = 1  # the head
+    if s.fruit[i] >= 0:
+        obs[i, 2 * cells + s.fruit[i]] = 1
 
 
 # ------------------------------------------------------------------------------- reset, step
 
 
-def reset_one(
-    i,
-    obs_flat,
-    rng,
-    body,
-    tail,
-    length,
-    direction,
-    fruit,
-    grid,
-    steps_since_food,
-    steps,
-    height,
-    width,
-):
+def reset_one(i, io, s, p):
     """Start a new episode in env i: a length-3 snake and one fruit."""
-    cells = height * width
-    for cell in range(cells):
-        grid[i, cell] = 0
-    d = rand_int(rng, i, 4)
+    height, width = p.height, p.width
+    for cell in range(height * width):
+        s.grid[i, cell] = 0
+    d = rand_int(s.rng, i, 4)
     if d == UP:  # the body trails below the head, so the head row is at most height - 3
-        r, c = rand_int(rng, i, height - 2), rand_int(rng, i, width)
+        r, c = rand_int(s.rng, i, height - 2), rand_int(s.rng, i, width)
     elif d == DOWN:
-        r, c = 2 + rand_int(rng, i, height - 2), rand_int(rng, i, width)
+        r, c = 2 + rand_int(s.rng, i, height - 2), rand_int(s.rng, i, width)
     elif d == RIGHT:
-        r, c = rand_int(rng, i, height), 2 + rand_int(rng, i, width - 2)
+        r, c = rand_int(s.rng, i, height), 2 + rand_int(s.rng, i, width - 2)
     else:
-        r, c = rand_int(rng, i, height), rand_int(rng, i, width - 2)
+        r, c = rand_int(s.rng, i, height), rand_int(s.rng, i, width - 2)
     back = d ^ 2
     for k in range(START_LENGTH):  # head at slot 2, tail at slot 0
         cell = r * width + c
-        body[i, START_LENGTH - 1 - k] = cell
-        grid[i, cell] = 1
+        s.body[i, START_LENGTH - 1 - k] = cell
+        s.grid[i, cell] = 1
         r, c = move_head(r, c, back)
-    tail[i] = 0
-    length[i] = START_LENGTH
-    direction[i] = d
-    steps[i] = 0
-    steps_since_food[i] = 0
-    place_fruit(i, rng, grid, fruit, length, cells)
-    write_obs(i, obs_flat, body, tail, length, fruit, cells)
+    s.tail[i] = 0
+    s.length[i] = START_LENGTH
+    s.direction[i] = d
+    s.steps[i] = 0
+    s.steps_since_food[i] = 0
+    place_fruit(i, s, p)
+    write_obs(i, io, s, p)
 
 
-# one line per argument group: env index and I/O buffers, state arrays, params
-def step_one(
-    i, actions, obs_flat, rewards, terminated, truncated, rng, score,
-    body, tail, length, direction, fruit, grid, steps_since_food, steps,
-    height, width, reward_fruit, reward_death, reward_step, max_steps_without_food,
-    max_episode_steps,
-):  # fmt: skip
+def step_one(i, io, s, p):
     """Advance env i by one move."""
-    cells = height * width
-    d = turn(direction[i], actions[i])
-    direction[i] = d
-    head_slot = tail[i] + length[i] - 1  # ring index arithmetic without division
+    width = p.width
+    cells = p.height * width
+    d = turn(s.direction[i], io.actions[i])
+    s.direction[i] = d
+    head_slot = s.tail[i] + s.length[i] - 1  # ring index arithmetic without division
     if head_slot >= cells:
         head_slot -= cells
     next_slot = head_slot + 1 if head_slot + 1 < cells else 0
-    head = body[i, head_slot]
+    head = s.body[i, head_slot]
     row = head // width
     r, c = move_head(row, head - row * width, d)
-    reward = reward_step
-    dead = r < 0 or r >= height or c < 0 or c >= width
+    reward = p.reward_step
+    dead = r < 0 or r >= p.height or c < 0 or c >= width
     won = False
     if not dead:
         new = r * width + c
-        eats = new == fruit[i]
-        tail_cell = body[i, tail[i]]
+        eats = new == s.fruit[i]
+        tail_cell = s.body[i, s.tail[i]]
         # the tail leaves its cell this step unless the snake grows, so the head may enter it
-        dead = grid[i, new] == 1 and (eats or new != tail_cell)
+        dead = s.grid[i, new] == 1 and (eats or new != tail_cell)
         if not dead:
             if eats:
-                length[i] += 1
+                s.length[i] += 1
             else:
-                grid[i, tail_cell] = 0
-                tail[i] = tail[i] + 1 if tail[i] + 1 < cells else 0
-            body[i, next_slot] = new
-            grid[i, new] = 1
-            steps_since_food[i] += 1
+                s.grid[i, tail_cell] = 0
+                s.tail[i] = s.tail[i] + 1 if s.tail[i] + 1 < cells else 0
+            s.body[i, next_slot] = new
+            s.grid[i, new] = 1
+            s.steps_since_food[i] += 1
             if eats:
-                reward = reward_fruit
-                score[i] += 1
-                steps_since_food[i] = 0
-                place_fruit(i, rng, grid, fruit, length, cells)
-                won = length[i] == cells
+                reward = p.reward_fruit
+                io.score[i] += 1
+                s.steps_since_food[i] = 0
+                place_fruit(i, s, p)
+                won = s.length[i] == cells
     if dead:
-        reward = reward_death
-    steps[i] += 1
-    limit = max_steps_without_food if max_steps_without_food > 0 else 4 * cells
-    timed_out = steps_since_food[i] >= limit or (0 < max_episode_steps <= steps[i])
-    rewards[i] = reward
-    terminated[i] = dead or won
-    truncated[i] = timed_out and not (dead or won)
-    write_obs(i, obs_flat, body, tail, length, fruit, cells)
+        reward = p.reward_death
+    s.steps[i] += 1
+    limit = p.max_steps_without_food if p.max_steps_without_food > 0 else 4 * cells
+    timed_out = s.steps_since_food[i] >= limit or (0 < p.max_episode_steps <= s.steps[i])
+    io.rewards[i] = reward
+    io.terminated[i] = dead or won
+    io.truncated[i] = timed_out and not (dead or won)
+    write_obs(i, io, s, p)
 
 
 # ------------------------------------------------------------------------------- render

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from .backends import get_backend
-from .build import launcher_args
+from .build import launcher_args, object_fields, object_types
 from .rng import seed_streams
 from .spec import GameSpec
 
@@ -177,6 +177,35 @@ def _memory_limit(xp) -> tuple[int | None, str]:
     return available, f"this machine has {available:,} bytes available"
 
 
+def objects(spec: GameSpec, params, arrays: dict, final_obs: bool = False) -> tuple:
+    """The ``(io, s, p)`` objects a game's functions take, over buffers laid out as
+    ``allocate`` makes them, for calling the functions directly (tests, parity checks).
+
+    Args:
+        spec: the game.
+        params: its params.
+        arrays: every buffer by name (``allocate``'s layout), e.g. host copies of an env's.
+        final_obs: ``io.obs`` and ``io.obs_flat`` are the final observation buffers, as in the
+            ``observe`` call for an agent whose episode ended.
+
+    Returns:
+        ``(io, s, p)``: per-agent buffers viewed ``[i]`` (or ``[i, a]``), state arrays
+        ``[i, ...]``, params as the launchers pass them (a str param as its index).
+    """
+    lead = (arrays["rng"].shape[0],)
+    if spec.agent_game:
+        lead += (spec.agents(params),)
+    views = {name: arrays[name].reshape(*lead, *arrays[name].shape[1:]) for name in PER_AGENT}
+    obs = "final_obs" if final_obs else "obs"
+    views["obs"], views["obs_flat"] = views[obs], arrays[obs].reshape(*lead, -1)
+    source = {**arrays, **views, **spec.param_values(params)}
+    kinds = object_types(spec)
+    return tuple(
+        kind(*(source[name] for name in fields))
+        for kind, fields in zip(kinds, object_fields(spec), strict=True)
+    )
+
+
 def _words(flat):
     """``flat`` (rows contiguous) viewed as uint64 words when its row size allows it."""
     if flat.dtype.itemsize * flat.shape[-1] % 8 == 0 and flat.flags.c_contiguous:
@@ -286,6 +315,13 @@ class KernelEnv:
             args[position] = view
         return tuple(args)
 
+    def objects(self, arrays: dict | None = None, final_obs: bool = False) -> tuple:
+        """The ``(io, s, p)`` objects over ``arrays`` (default: the env's own buffers), as the
+        launchers build them: ``spec.step_one(i, *env.objects())`` steps env ``i`` uncompiled.
+        See ``objects``."""
+        arrays = self.arrays if arrays is None else arrays
+        return objects(self.spec, self.params, arrays, final_obs)
+
     def set_params(self, params) -> None:
         """Switch to ``params`` between steps, with no recompilation and no reallocation.
 
@@ -382,6 +418,8 @@ class KernelEnv:
             raise TypeError(
                 f"expected a dict of arrays from state_dict(), got {type(arrays).__name__}"
             )
+        if self.spec.legacy_state is not None:  # saved before the game's state was renamed
+            arrays = self.spec.legacy_state(dict(arrays))
         missing = [name for name in self.arrays if name not in arrays]
         if missing:
             raise ValueError(

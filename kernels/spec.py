@@ -3,23 +3,41 @@
 from __future__ import annotations
 
 import dataclasses
+import dis
 import inspect
+import keyword
 import math
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-# I/O buffers the runtime owns; a game's reset_one/step_one asks for them by argument name.
-# Shapes are per row; the runtime prepends num_envs (single-agent games) or (num_envs,
-# num_agents) (agent games, see GameSpec). ``obs_flat`` is the same memory as ``obs`` viewed as
-# (..., prod(obs_shape)), for division-free indexing. ``rng`` is per environment.
-IO_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "rng", "score")
-# CPython compiles a call with more positional arguments than this as f(*args) (its stack-use
-# guideline), which Numba cannot inline into the generated launchers
-MAX_ARGS = 30
-# the I/O buffers with one row per agent (the rest, ``rng``, has one per environment)
-AGENT_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "score")
+# A game's functions take three objects after the env index ``i`` (and the agent index ``a``):
+# ``io`` the I/O buffers the runtime owns, ``s`` the state (the game's ``state`` arrays and
+# ``rng``, the env's random stream) and ``p`` the params (``reset_one(i, io, s, p)``). The
+# kernels build them from the spec; helpers take the same objects.
+OBJECTS = ("io", "s", "p")
+# The buffers in ``io``. Shapes are per row; the runtime prepends num_envs (single-agent games)
+# or (num_envs, num_agents) (agent games, see GameSpec). ``obs_flat`` is the same memory as
+# ``obs`` viewed as (..., prod(obs_shape)), for division-free indexing.
+IO_BUFFERS = ("obs", "obs_flat", "actions", "rewards", "terminated", "truncated", "score")
+# ``s.rng``: one xorshift64 word per environment (``rng.py``), before the game's state arrays
+RNG = "rng"
+# launcher arguments the runtime passes besides the game's state and params (kernels/build.py):
+# a state array or param may not take one of these names
+RUNTIME_ARGS = (
+    *IO_BUFFERS,
+    *(RNG, "num_actions", "repeat", "obs_words", "final_obs", "final_obs_flat"),
+    *("final_obs_words", "ep_return", "ep_length", "done_return", "done_length", "done_score"),
+    "done_count",
+)
+# the generated launchers' own variables and globals, which the game's names must not shadow
+LAUNCHER_NAMES = (
+    *("i", "a", "j", "k", "n", "r", "io", "s", "p", "final_io", "num_agents", "earlier"),
+    *("ended", "whole", "IO", "State", "Params", "namedtuple", "prange", "cuda", "step_one"),
+    *("reset_one", "observe", "reset_agent"),
+)
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # rewards, scores and physics are float32
@@ -37,6 +55,50 @@ def _is_count(n) -> bool:
     return not isinstance(n, bool) and isinstance(n, (int, np.integer)) and n >= 1
 
 
+def call_graph(fn: types.FunctionType) -> list[types.FunctionType]:
+    """``fn`` and every plain Python function it reaches through its globals, in visit order."""
+    seen: dict[types.FunctionType, None] = {}
+
+    def visit(f):
+        if f in seen:
+            return
+        seen[f] = None
+        for name in sorted(global_names(f.__code__)):  # sorted: str hashing is randomised
+            value = f.__globals__.get(name)
+            if isinstance(value, types.FunctionType):
+                visit(value)
+
+    visit(fn)
+    return list(seen)
+
+
+def global_names(code: types.CodeType) -> set[str]:
+    """Global names ``code`` reads, its nested functions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= global_names(const)
+    return names
+
+
+def _object_attributes(fn) -> list[tuple[str, str]]:
+    """``(object, attribute)`` for every ``io.x``, ``s.x`` and ``p.x`` that ``fn`` reads or
+    writes, where ``io``, ``s`` and ``p`` are its parameters of those names."""
+    code = fn.__code__
+    objects = set(code.co_varnames[: code.co_argcount]) & set(OBJECTS)
+    found = []
+    loaded = None  # the object the previous instruction loaded, if any
+    for instruction in dis.get_instructions(code):
+        if loaded and instruction.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"):
+            found.append((loaded, instruction.argval))
+        loaded = None
+        if instruction.opname.startswith("LOAD_FAST"):  # 3.13 fuses two: LOAD_FAST_LOAD_FAST
+            name = instruction.argval
+            name = name[-1] if isinstance(name, tuple) else name
+            loaded = name if name in objects else None
+    return found
+
+
 @dataclass(frozen=True)
 class Field:
     """One state array: ``shape(params)`` is the per-environment shape (``()`` for a scalar)."""
@@ -51,19 +113,23 @@ class Field:
 class GameSpec:
     """Everything the kernels need to know about a game.
 
-    ``reset_one(i, ...)`` and ``step_one(i, ...)`` are plain Python, allocation-free scalar
-    functions. Their arguments after ``i`` are bound by name to the runtime's I/O buffers
-    (``IO_BUFFERS``), to the game's state arrays (``state``), or to fields of ``params``.
+    ``reset_one(i, io, s, p)`` and ``step_one(i, io, s, p)`` are plain Python, allocation-free
+    scalar functions of env ``i`` over three objects the kernels build: ``io`` holds the I/O
+    buffers (``IO_BUFFERS``: ``io.obs``, ``io.actions``, ``io.rewards`` ...), ``s`` the state
+    (``s.rng``, the env's random stream, and each array of ``state`` by its name) and ``p`` the
+    params (``p.width``; a str param as the index of its value in ``choices``). Helpers take
+    the same objects (``move(i, action, s, p)``).
 
     Agent games (``observe`` given) hold ``num_agents`` agents per environment (an int, or a
     function of the params). Their I/O buffers are indexed ``[i, a]``; ``step_one`` applies
     every agent's action in a fixed order and sets ``rewards``, ``terminated`` and
-    ``truncated`` per agent, ``observe(i, a, obs_flat, ...)`` writes agent ``a``'s observation
-    from the state, and ``reset_agent(i, a, ...)`` (optional) restarts one agent whose episode
-    ended while the others play on. The runtime calls them in this order each step: the game's
-    step, ``observe`` into ``final_obs`` for every agent that ended, then ``reset_one`` when
-    all agents ended (or, for a game without ``reset_agent``, when any did: the others are
-    truncated), else ``reset_agent`` for each agent that ended, then ``observe`` for all.
+    ``truncated`` per agent, ``observe(i, a, io, s, p)`` writes agent ``a``'s observation into
+    ``io.obs_flat`` from the state, and ``reset_agent(i, a, io, s, p)`` (optional) restarts one
+    agent whose episode ended while the others play on. The runtime calls them in this order
+    each step: the game's step, ``observe`` into ``final_obs`` (its ``io.obs`` then) for every
+    agent that ended, then ``reset_one`` when all agents ended (or, for a game without
+    ``reset_agent``, when any did: the others are truncated), else ``reset_agent`` for each
+    agent that ended, then ``observe`` for all.
     """
 
     name: str
@@ -88,6 +154,9 @@ class GameSpec:
     it); 0: numbers"""
     choices: dict = dataclasses.field(default_factory=dict, hash=False)
     """str params: name -> the tuple of valid values; kernels receive the value's index"""
+    legacy_state: Callable[[dict], dict] | None = None
+    """``legacy_state(arrays)``: a ``state_dict`` saved by an earlier layout of the game's state
+    (a checkpoint), rewritten into today's arrays; None when the layout never changed"""
     module: object = None
 
     def __post_init__(self):
@@ -114,28 +183,44 @@ class GameSpec:
                     f"game {self.name!r}: str param {field.name!r} needs its valid values in "
                     "GameSpec.choices (kernels receive the index)"
                 )
-        for clash in (names & set(IO_BUFFERS), params & set(IO_BUFFERS), names & params):
+        reserved = set(RUNTIME_ARGS) | set(LAUNCHER_NAMES)
+        for clash in (names & reserved, params & reserved, names & params):
             if clash:
                 raise ValueError(f"game {self.name!r}: names used twice: {sorted(clash)}")
+        for name in sorted(names | params):  # they become attributes of s and p
+            if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+                raise ValueError(
+                    f"game {self.name!r}: {name!r} must be a Python name not starting with _"
+                )
+        self._check_functions(names, params)
+
+    def _check_functions(self, names: set, params: set) -> None:
+        """Entry points take ``(i, io, s, p)`` (agent ones ``(i, a, io, s, p)``), and every
+        function they reach reads only attributes its objects have."""
         for fn in self.functions():
             args = list(inspect.signature(fn).parameters)
             first = ["i", "a"] if fn in (self.observe, self.reset_agent) else ["i"]
-            if args[: len(first)] != first:
+            if args != [*first, *OBJECTS]:
                 what = "the env index `i`" + (" and the agent index `a`" if len(first) > 1 else "")
-                raise ValueError(f"{fn.__name__} must take {what} first")
-            if len(args) > MAX_ARGS:
                 raise ValueError(
-                    f"{self.name}.{fn.__name__} takes {len(args)} arguments; at most {MAX_ARGS} "
-                    "(Python compiles a longer call as *args, which Numba cannot inline): "
-                    "read sizes from array shapes or group small state arrays"
+                    f"{self.name}.{fn.__name__} must take {what} first, then the objects io "
+                    "(I/O buffers), s (state) and p (params), read as io.obs, s.<state array>, "
+                    f"p.<param>: def {fn.__name__}({', '.join([*first, *OBJECTS])}); it takes "
+                    f"({', '.join(args)}) (see the README, 'Write a game')"
                 )
-            unknown = set(args[len(first) :]) - names - params - set(IO_BUFFERS)
-            if unknown:
-                raise ValueError(
-                    f"{self.name}.{fn.__name__} asks for unknown arguments {sorted(unknown)}; "
-                    f"valid: buffers {list(IO_BUFFERS)}, state {sorted(names)}, "
-                    f"params {sorted(params)}"
-                )
+        valid = {"io": set(IO_BUFFERS), "s": {RNG} | names, "p": params}
+        seen = set()
+        for fn in [f for root in self.functions() for f in call_graph(root)]:
+            if fn in seen:
+                continue
+            seen.add(fn)
+            for obj, attr in _object_attributes(fn):
+                if attr not in valid[obj]:
+                    raise ValueError(
+                        f"{self.name}.{fn.__name__} reads {obj}.{attr}, which the game does "
+                        f"not have; valid: io {sorted(valid['io'])}, s {sorted(valid['s'])}, "
+                        f"p {sorted(valid['p'])}"
+                    )
 
     @property
     def agent_game(self) -> bool:

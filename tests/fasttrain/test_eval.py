@@ -429,7 +429,9 @@ def hand_tracked_bots(params: dict, num_envs: int, seed: int, choose, steps: int
         total.steps += int(moves[died].sum())
         moves[died | ~alive], food[died | ~alive] = 0, 0
     # the game's own sums say the same
-    food_sum, steps_sum, lives_sum = env.state["bot_done"].sum(axis=0).tolist()
+    food_sum, steps_sum, lives_sum = (
+        float(env.state[f"bot_done_{name}"].sum()) for name in ("food", "steps", "lives")
+    )
     assert (lives_sum, food_sum, steps_sum) == (total.lives, total.food, total.steps)
     return total
 

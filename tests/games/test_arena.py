@@ -58,7 +58,8 @@ def place(env, snakes, food=(), corpse=(), walls=(), steps=None, first_slot=0):
     st["missing_food"][0] = 0
     st["food_count"][0] = int((grid == FOOD).sum())
     st["bot_score"][0] = 0
-    st["bot_done"][0] = 0
+    for name in ("bot_done_food", "bot_done_steps", "bot_done_lives"):
+        st[name][0] = 0
     for name in ("score", "ep_return", "ep_length"):
         env.arrays[name][:] = 0
 

@@ -67,7 +67,8 @@ def moved(before, after):
 
 
 def bot_done(env, i=0):
-    return env.state["bot_done"][i].tolist()
+    """(food, steps, lives) of env ``i``'s ended bot lives."""
+    return [float(env.state[f"bot_done_{name}"][i]) for name in ("food", "steps", "lives")]
 
 
 # ------------------------------------------------------------------------------- greedy
@@ -325,6 +326,22 @@ def test_a_map_restart_ends_the_bots_lives_into_bot_done(backend):
     assert bot_done(env) == [2.0, 6.0, 1.0]  # its life: 2 food, 5 steps + this one
 
 
+def test_a_checkpoint_from_before_the_bot_sums_had_names_loads_into_them():
+    """Checkpoints kept the bots' ended lives as the columns of one array ``bot_done``."""
+    env = bots("cpu", policy="random", max_bots=2, num_envs=3, num_food=2)
+    for _ in range(40):
+        env.step(np.zeros(3, dtype=np.int64))
+    saved = env.state_dict()
+    names = ["bot_done_food", "bot_done_steps", "bot_done_lives"]
+    assert saved["bot_done_lives"].sum() > 0  # some bot lives ended
+    old = {name: array for name, array in saved.items() if name not in names}
+    old["bot_done"] = np.stack([saved[name] for name in names], axis=1)
+    fresh = bots("cpu", policy="random", max_bots=2, num_envs=3, num_food=2)
+    fresh.load_state_dict(old)
+    for name, array in fresh.state_dict().items():
+        np.testing.assert_array_equal(array, saved[name], err_msg=name)
+
+
 # ------------------------------------------------------------------------------- with agents
 
 
@@ -493,7 +510,8 @@ def test_bot_done_sums_the_lives_followed_by_hand(policy):
         expected += np.stack([(food * died).sum(1), (moves * died).sum(1), died.sum(1)], 1)
         moves[died | ~alive] = 0
         food[died | ~alive] = 0
-        np.testing.assert_array_equal(st["bot_done"], expected)
+        done = [st[f"bot_done_{name}"] for name in ("food", "steps", "lives")]
+        np.testing.assert_array_equal(np.stack(done, 1), expected)
         # the bot's running food this life is what it grew by
         np.testing.assert_array_equal(st["bot_score"][after > 0], food[after > 0])
         for i in range(num_envs):

@@ -5,8 +5,6 @@ Parametrized over ``fasttrain.games.names()``: a new game gets the whole suite f
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 import torch
@@ -14,7 +12,7 @@ import torch
 import fasttrain
 from fasttrain import games
 from fasttrain.kernels import assert_backends_agree, get_backend
-from fasttrain.kernels.env import PER_AGENT
+from fasttrain.kernels.env import PER_AGENT, objects
 
 GAMES = games.names()
 SINGLE_AGENT = [name for name in GAMES if not games.get(name).agent_game]
@@ -37,30 +35,13 @@ def _random_actions(env, num_steps, seed):
     return gen.integers(0, env.num_actions, (num_steps, env.num_rows), dtype=np.int64)
 
 
-def _views(env, arrays) -> dict:
-    """Arrays as the launchers pass them: per-agent buffers indexed [i] or [i, a]."""
-    lead = (env.num_envs, env.num_agents) if env.spec.agent_game else (env.num_envs,)
-    views = {
-        name: a.reshape(*lead, *a.shape[1:]) for name, a in arrays.items() if name in PER_AGENT
-    }
-    return {
-        **arrays,
-        **views,
-        "obs_flat": arrays["obs"].reshape(*lead, -1),
-        "final_obs_flat": arrays["final_obs"].reshape(*lead, -1),
-        **env.spec.param_values(env.params),
-    }
-
-
 def _call(fn, env, arrays, *index, out="obs"):
-    """Call a game's scalar ``fn`` on env ``i`` (and agent ``a``), arguments bound by name as
-    the runtime does; ``out="final_obs"`` points ``obs``/``obs_flat`` at the final buffers."""
-    source = _views(env, arrays)
-    if out == "final_obs":
-        source["obs"], source["obs_flat"] = source["final_obs"], source["final_obs_flat"]
-    names = list(inspect.signature(fn).parameters)[len(index) :]
+    """Call a game's scalar ``fn`` on env ``i`` (and agent ``a``) over ``arrays``, with the
+    objects the runtime builds; ``out="final_obs"`` points ``io.obs``/``io.obs_flat`` at the
+    final buffers."""
+    io, s, p = objects(env.spec, env.params, arrays, final_obs=out == "final_obs")
     with np.errstate(over="ignore"):
-        fn(*index, *[source[name] for name in names])
+        fn(*index, io, s, p)
 
 
 def test_registry_lists_snake():

@@ -1,89 +1,44 @@
-"""MinAtar Space Invaders against the ``minatar`` package, step for step.
+"""MinAtar Space Invaders against the ``minatar`` package, step for step
+(tests/games/minatar_parity.py).
 
-Our scalar functions run uncompiled beside ``minatar.Environment("space_invaders")``. The game is
-deterministic; the only random number, the sticky-action ``rand()``, is recorded and fed to our
-step in place of our generator, so both play the same game: observation, reward and terminal
-must agree at every step, resets included. The compiled backends are held to this Python
-reference by the contract suite.
+The game is deterministic: MinAtar's only random number is the sticky-action ``rand()``.
 """
 
 from __future__ import annotations
-
-import inspect
 
 import numpy as np
 import pytest
 
 from fasttrain.games import minatar_space_invaders as game
-
-minatar = pytest.importorskip("minatar", reason="the minatar package (test extra)")
-
-
-class RecordingRandom(np.random.RandomState):
-    """MinAtar's generator, recording each number it draws."""
-
-    def __init__(self, seed):
-        super().__init__(seed)
-        self.draws = []
-
-    def rand(self, *args):
-        value = super().rand(*args)
-        self.draws += np.atleast_1d(value).tolist()
-        return value
-
-    def randint(self, *args, **kwargs):
-        raise AssertionError("MinAtar's Space Invaders draws no integers")
+from tests.games.minatar_parity import Ours, drawing, play, random_player
 
 
-class Ours:
-    """One environment's state arrays and I/O buffers for the scalar functions."""
-
-    def __init__(self, params):
-        self.params = params
-        self.state = {f.name: np.zeros((1, *f.shape(params)), dtype=f.dtype) for f in game.STATE}
-        self.obs = np.zeros((1, game.NUM_CHANNELS, game.SIZE, game.SIZE), dtype=np.uint8)
-        self.io = {
-            "obs_flat": self.obs.reshape(1, -1),
-            "rng": np.zeros(1, dtype=np.uint64),
-            "actions": np.zeros(1, dtype=np.int64),
-            "rewards": np.zeros(1, dtype=np.float32),
-            "terminated": np.zeros(1, dtype=bool),
-            "truncated": np.zeros(1, dtype=bool),
-            "score": np.zeros(1, dtype=np.float32),
-        }
-
-    def call(self, fn):
-        names = list(inspect.signature(fn).parameters)[1:]
-        values = {**self.io, **self.state, **vars(self.params)}
-        return fn(0, *(values[n] for n in names))
-
-    def reset(self):
-        self.call(game.reset_one)
-
-    def step(self, action):
-        self.io["actions"][0] = action
-        self.call(game.step_one)
-        return float(self.io["rewards"][0]), bool(self.io["terminated"][0])
-
-    def copy_from(self, env):
-        """MinAtar's game state into ours (the approach gymnax's tests use)."""
-        e, s = env.env, self.state
-        s["pos"][0], s["alien_dir"][0] = e.pos, e.alien_dir
-        s["move_interval"][0], s["alien_move_timer"][0] = e.enemy_move_interval, e.alien_move_timer
-        s["alien_shot_timer"][0], s["shot_timer"][0] = e.alien_shot_timer, e.shot_timer
-        s["ramp_index"][0] = e.ramp_index
-        s["aliens"][0] = e.alien_map.reshape(-1)
-        s["f_bullets"][0] = e.f_bullet_map.reshape(-1)
-        s["e_bullets"][0] = e.e_bullet_map.reshape(-1)
-        s["last_action"][0] = env.last_action
+def act(env, full, covered):
+    """MinAtar's step, counting kills, new waves, the fastest aliens and deaths by a bullet."""
+    reward, terminal = env.act(full)
+    e = env.env
+    covered["waves"] += reward > 0 and e.alien_map.sum() == 24  # a new block
+    covered["top_ramp"] += e.enemy_move_interval == game.FASTEST_MOVE_INTERVAL
+    covered["shot"] += terminal and e.e_bullet_map[9, e.pos] == 1
+    covered["kills"] += reward
+    return reward, terminal
 
 
-def observation(env):
-    return np.moveaxis(env.state(), 2, 0).astype(np.uint8)  # (10, 10, C) -> (C, 10, 10)
+def check(env, ours, where):
+    assert int(ours.state["ramp_index"][0]) == env.env.ramp_index, where
 
 
-def random_player(obs, generator):
-    return int(generator.integers(6))
+def copy_from(env, s):
+    """MinAtar's game state into ours (the approach gymnax's tests use)."""
+    e = env.env
+    s["pos"][0], s["alien_dir"][0] = e.pos, e.alien_dir
+    s["move_interval"][0], s["alien_move_timer"][0] = e.enemy_move_interval, e.alien_move_timer
+    s["alien_shot_timer"][0], s["shot_timer"][0] = e.alien_shot_timer, e.shot_timer
+    s["ramp_index"][0] = e.ramp_index
+    s["aliens"][0] = e.alien_map.reshape(-1)
+    s["f_bullets"][0] = e.f_bullet_map.reshape(-1)
+    s["e_bullets"][0] = e.e_bullet_map.reshape(-1)
+    s["last_action"][0] = env.last_action
 
 
 def gunner(obs, generator):
@@ -105,68 +60,15 @@ def gunner(obs, generator):
     return game.LEFT if target < pos else game.RIGHT
 
 
-def play(
-    policy, steps, seed, sticky=0.1, ramping=True, copy_state=False, minimal=False, tamper=None
-):
-    """Step MinAtar and our port side by side; returns counts of what was covered."""
-    params = game.SpaceInvadersParams(
-        sticky_action_prob=sticky, minimal_action_set=minimal, ramping=ramping
-    )
-    env = minatar.Environment(
-        "space_invaders", sticky_action_prob=sticky, difficulty_ramping=ramping
-    )
-    env.seed(seed)
-    env.random = env.env.random = RecordingRandom(seed)
-    env.reset()
-    ours = Ours(params)
-    draws = env.random.draws
-    generator = np.random.default_rng(seed)
-    covered = {"episodes": 0, "kills": 0, "waves": 0, "sticky": 0, "top_ramp": 0, "shot": 0}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(game, "rand_float", lambda rng, i: draws.pop(0))
-        ours.reset()
-        assert np.array_equal(ours.obs[0], observation(env))
-        for step in range(steps):
-            if copy_state:
-                if tamper is not None:
-                    tamper(env, step)
-                ours.copy_from(env)
-            action = policy(ours.obs[0], generator)
-            if minimal:  # the player's full-set action, in the minimal set
-                action = game.MINIMAL_ACTIONS.index(action) if action in game.MINIMAL_ACTIONS else 0
-                full = env.minimal_action_set()[action]
-            else:
-                full = action
-            reward, terminal = env.act(full)
-            covered["sticky"] += env.last_action != full
-            covered["waves"] += reward > 0 and env.env.alien_map.sum() == 24  # a new block
-            covered["top_ramp"] += env.env.enemy_move_interval == game.FASTEST_MOVE_INTERVAL
-            covered["shot"] += terminal and env.env.e_bullet_map[9, env.env.pos] == 1
-            got_reward, got_terminal = ours.step(action)
-            where = f"seed {seed} step {step}"
-            assert got_reward == reward, where
-            assert got_terminal == terminal, where
-            assert np.array_equal(ours.obs[0], observation(env)), where
-            assert not draws, where  # every MinAtar draw was used, in order
-            assert int(ours.state["ramp_index"][0]) == env.env.ramp_index, where
-            covered["kills"] += reward
-            if terminal:
-                covered["episodes"] += 1
-                env.reset()
-                ours.reset()
-                assert np.array_equal(ours.obs[0], observation(env)), where
-    return covered
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_play_matches_minatar(seed):
-    covered = play(random_player, 2500, seed)
+    covered = play(game, random_player, 2500, seed, ramping=True, act=act, check=check)
     assert covered["episodes"] >= 5 and covered["kills"] >= 20 and covered["sticky"] > 100
 
 
 @pytest.mark.parametrize("seed", [2, 3])
 def test_scripted_play_matches_minatar(seed):
-    covered = play(gunner, 4000, seed)
+    covered = play(game, gunner, 4000, seed, ramping=True, act=act, check=check)
     assert covered["kills"] >= 300 and covered["shot"] >= 10, covered
 
 
@@ -195,21 +97,32 @@ def test_state_copied_each_step_matches_minatar_with_aliens_at_the_edges():
                 e.e_bullet_map[8, :] = 1
                 e.f_bullet_map[4, :] = 1
 
-    covered = play(gunner, 2000, 4, copy_state=True, tamper=tamper)
+    covered = play(
+        game,
+        gunner,
+        2000,
+        4,
+        ramping=True,
+        act=act,
+        check=check,
+        copy_from=copy_from,
+        tamper=tamper,
+    )
     assert covered["episodes"] >= 10 and covered["kills"] >= 30, covered
     assert covered["waves"] >= 5 and covered["top_ramp"] > 0, covered
 
 
 def test_minimal_action_set_no_sticky_actions_and_no_ramping():
-    covered = play(gunner, 2500, 5, sticky=0.0, ramping=False, minimal=True)
+    covered = play(
+        game, gunner, 2500, 5, sticky=0.0, ramping=False, minimal=True, act=act, check=check
+    )
     assert covered["sticky"] == 0 and covered["kills"] >= 100, covered
 
 
 def test_sticky_action_carries_into_the_next_episode():
     """MinAtar's quirk, kept: the previous episode's last action can repeat at a new start."""
-    ours = Ours(game.SpaceInvadersParams(sticky_action_prob=1.0))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(game, "rand_float", lambda rng, i: 0.5)
+    ours = Ours(game, game.SpaceInvadersParams(sticky_action_prob=1.0))
+    with drawing(game, rand_float=lambda rng, i: 0.5):
         ours.reset()
         ours.state["last_action"][0] = game.RIGHT
         ours.reset()  # a new episode: the cannon in column 5
@@ -225,11 +138,10 @@ def test_params_are_checked():
 
 
 def test_render_text_shows_the_screen():
-    ours = Ours(game.SpaceInvadersParams())
+    ours = Ours(game, game.SpaceInvadersParams())
     ours.reset()
     ours.state["f_bullets"][0, 5 * 10 + 5] = 1
-    state = {name: array[0] for name, array in ours.state.items()}
-    lines = game.render_text(state, game.SpaceInvadersParams()).splitlines()
+    lines = game.render_text(ours.screen(), game.SpaceInvadersParams()).splitlines()
     assert len(lines) == 12 and all(len(line) == 12 for line in lines)
     assert lines[1:5] == ["|..<<<<<<..|"] * 4
     assert lines[6] == "|.....|....|" and lines[10] == "|.....A....|"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
 
-from fasttrain.games.snake import DOWN, LEFT, RIGHT, UP, move_head, place_fruit, turn
-from fasttrain.kernels import seed_streams
+from fasttrain.games.snake import DOWN, LEFT, RIGHT, SPEC, UP, move_head, place_fruit, turn
+from fasttrain.kernels import KernelEnv, seed_streams
 
 OPPOSITE = {UP: DOWN, DOWN: UP, LEFT: RIGHT, RIGHT: LEFT}
 
@@ -43,16 +44,19 @@ def test_turn_keeps_straight_on_the_neck():
 
 
 def _fruit_draws(occupied, num_cells, count, seed):
-    grid = np.zeros((1, num_cells), dtype=np.uint8)
-    grid[0, occupied] = 1
-    length = np.array([len(occupied)], dtype=np.int32)
-    fruit = np.full(1, -7, dtype=np.int32)
-    rng = seed_streams(seed, 1)
+    side = math.isqrt(num_cells)  # a square board
+    env = KernelEnv(SPEC, 1, "python", SPEC.make_params(height=side, width=side))
+    _, s, p = env.objects()
+    s.grid[0] = 0
+    s.grid[0, occupied] = 1
+    s.length[0] = len(occupied)
+    s.fruit[0] = -7
+    s.rng[:] = seed_streams(seed, 1)
     draws = []
     with np.errstate(over="ignore"):
         for _ in range(count):
-            place_fruit(0, rng, grid, fruit, length, num_cells)
-            draws.append(int(fruit[0]))
+            place_fruit(0, s, p)
+            draws.append(int(s.fruit[0]))
     return np.array(draws)
 
 

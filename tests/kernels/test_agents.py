@@ -44,41 +44,37 @@ STATE = (
 )
 
 
-def reset_one(i, rng, counter, steps, resets, num_players, start_spread):
-    for a in range(num_players):
-        counter[i, a] = rand_int(rng, i, start_spread)
-        steps[i, a] = 0
-    resets[i] += 1
+def reset_one(i, io, s, p):
+    for a in range(p.num_players):
+        s.counter[i, a] = rand_int(s.rng, i, p.start_spread)
+        s.steps[i, a] = 0
+    s.resets[i] += 1
 
 
-def reset_agent(i, a, rng, counter, steps, respawns, start_spread):
-    counter[i, a] = rand_int(rng, i, start_spread)
-    steps[i, a] = 0
-    respawns[i, a] += 1
+def reset_agent(i, a, io, s, p):
+    s.counter[i, a] = rand_int(s.rng, i, p.start_spread)
+    s.steps[i, a] = 0
+    s.respawns[i, a] += 1
 
 
-# one line per argument group: env index and I/O buffers, state arrays and params
-def step_one(
-    i, actions, rewards, terminated, truncated, score,
-    counter, steps, num_players, threshold, max_steps,
-):  # fmt: skip
-    for a in range(num_players):
-        counter[i, a] += actions[i, a]
-        steps[i, a] += 1
-        rewards[i, a] = actions[i, a]
-        if actions[i, a] == 2:
-            score[i, a] += 1.0  # score: how many 2s the agent played, unlike its return
-        terminated[i, a] = counter[i, a] >= threshold
-        truncated[i, a] = not terminated[i, a] and steps[i, a] >= max_steps
+def step_one(i, io, s, p):
+    for a in range(p.num_players):
+        s.counter[i, a] += io.actions[i, a]
+        s.steps[i, a] += 1
+        io.rewards[i, a] = io.actions[i, a]
+        if io.actions[i, a] == 2:
+            io.score[i, a] += 1.0  # score: how many 2s the agent played, unlike its return
+        io.terminated[i, a] = s.counter[i, a] >= p.threshold
+        io.truncated[i, a] = not io.terminated[i, a] and s.steps[i, a] >= p.max_steps
 
 
-def observe(i, a, obs_flat, counter, num_players):
+def observe(i, a, io, s, p):
     others = 0
-    for b in range(num_players):
+    for b in range(p.num_players):
         if b != a:
-            others += counter[i, b]
-    obs_flat[i, a, 0] = counter[i, a]
-    obs_flat[i, a, 1] = others
+            others += s.counter[i, b]
+    io.obs_flat[i, a, 0] = s.counter[i, a]
+    io.obs_flat[i, a, 1] = others
 
 
 COUNTER = GameSpec(
@@ -298,15 +294,15 @@ def test_reset_agent_without_observe_is_refused():
         dataclasses.replace(COUNTER, num_agents=1, observe=None)
 
 
-def _observe_agent_first(a, i, obs_flat, counter):
+def _observe_agent_first(a, i, io, s, p):
     pass
 
 
-def _observe_no_agent(i, obs_flat, counter):
+def _observe_no_agent(i, io, s, p):
     pass
 
 
-def _reset_agent_env_only(i, counter):
+def _reset_agent_env_only(i, io, s, p):
     pass
 
 

@@ -64,7 +64,7 @@ def test_source_digest_follows_sources_and_constants(tmp_path, monkeypatch):
     edits = {
         "snake_callee": _replace_once("return r - 1, c", "return r - 2, c"),
         "snake_const": _replace_once("START_LENGTH = 3", "START_LENGTH = 4"),
-        "snake_step": _replace_once("reward = reward_death", "reward = 2 * reward_death"),
+        "snake_step": _replace_once("reward = p.reward_death", "reward = 2 * p.reward_death"),
     }
     digests = {source_digest(SPEC, "cpu")}
     for name, edit in edits.items():
@@ -73,19 +73,52 @@ def test_source_digest_follows_sources_and_constants(tmp_path, monkeypatch):
 
 
 def test_unknown_step_argument_names_valid_ones():
-    def step_one(i, actions, rewards, body, height, speed_of_light):
-        pass
+    def step_one(i, io, s, p):
+        io.rewards[i] = s.body[i, 0] * p.height + s.speed_of_light[i]
 
     with pytest.raises(ValueError) as excinfo:
         dataclasses.replace(SPEC, step_one=step_one)
     message = str(excinfo.value)
-    assert "speed_of_light" in message
+    assert "speed_of_light" in message and "\n" not in message
     for valid in ("obs_flat", "rewards", "rng", "body", "grid", "height", "reward_fruit"):
         assert valid in message
 
 
+def _helper_reading_a_param_the_game_lacks(i, s, p):
+    return s.length[i] * p.depth
+
+
+def _step_calling_that_helper(i, io, s, p):
+    io.rewards[i] = _helper_reading_a_param_the_game_lacks(i, s, p)
+
+
+def test_an_unknown_name_in_a_helper_is_found_through_the_call_graph():
+    with pytest.raises(ValueError) as excinfo:
+        dataclasses.replace(SPEC, step_one=_step_calling_that_helper)
+    message = str(excinfo.value)
+    assert message.startswith("snake._helper_reading_a_param_the_game_lacks reads p.depth")
+    assert "valid:" in message and "max_episode_steps" in message and "\n" not in message
+
+
+def test_a_game_written_the_old_way_gets_one_line_saying_how_to_write_it_now():
+    """Before the objects, a game function took one positional argument per array and param."""
+
+    def step_one(i, actions, obs_flat, rewards, terminated, truncated, body, height):
+        rewards[i] = actions[i]
+
+    with pytest.raises(ValueError) as excinfo:
+        dataclasses.replace(SPEC, step_one=step_one)
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message.startswith("snake.step_one must take the env index `i` first, then the objects")
+    assert "def step_one(i, io, s, p)" in message
+    assert (
+        "it takes (i, actions, obs_flat, rewards, terminated, truncated, body, height)" in message
+    )
+
+
 def test_game_functions_must_take_i_first_and_names_must_not_clash():
-    def reset_one(env, rng):
+    def reset_one(env, io, s, p):
         pass
 
     with pytest.raises(ValueError, match="`i` first"):

@@ -67,6 +67,20 @@ def test_game_params_are_compiled_in_as_kernel_arguments():
     assert unnamed(small) == unnamed(large)
 
 
+@pytest.mark.parametrize("where", ["step_one", "reset_one"])
+def test_a_game_of_more_params_and_state_arrays_than_a_call_once_took_compiles_to_ptx(where):
+    """Its objects hold 40 params and 41 state arrays (the RNG too): past the 30 arguments above
+    which Python compiles a call as ``f(*args)``. Every write through them stays: ``where``
+    stores each param into its own state array."""
+    from fasttrain.kernels.ptx import compile_ptx
+    from tests.kernels.test_params import WIDE, wide_game
+
+    ptx = compile_ptx(wide_game(WIDE, where), cc=(9, 0))
+    kernel = "step_kernel" if where == "step_one" else "reset_kernel"
+    assert WIDE > 30 and ".target sm_90" in ptx[kernel]
+    assert len(re.findall(r"\bst\.global", ptx[kernel])) >= WIDE
+
+
 def test_gae_kernel_compiles_to_ptx():
     from fasttrain.kernels.gae import GAE, example_args
     from fasttrain.kernels.ptx import compile_column_ptx
@@ -87,8 +101,8 @@ def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
 
     spec = games.get("snake")
 
-    def step_one(i, actions, rewards, terminated, truncated):
-        rewards[i] = len({"a": actions[i]})  # dicts do not exist on the GPU
+    def step_one(i, io, s, p):
+        io.rewards[i] = len({"a": io.actions[i]})  # dicts do not exist on the GPU
 
     broken = dataclasses.replace(spec, name="broken_snake", step_one=step_one)
     with pytest.raises(TypingError):

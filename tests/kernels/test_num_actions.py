@@ -36,15 +36,15 @@ class PickParams:
     """added to every reward (may change between steps)"""
 
 
-def pick_reset(i, obs):
-    obs[i, 0] = 0.0
+def pick_reset(i, io, s, p):
+    io.obs[i, 0] = 0.0
 
 
-def pick_step(i, actions, obs, rewards, terminated, truncated, bonus):
-    obs[i, 0] = actions[i]
-    rewards[i] = actions[i] + bonus
-    terminated[i] = False
-    truncated[i] = False
+def pick_step(i, io, s, p):
+    io.obs[i, 0] = io.actions[i]
+    io.rewards[i] = io.actions[i] + p.bonus
+    io.terminated[i] = False
+    io.truncated[i] = False
 
 
 PICK = GameSpec(

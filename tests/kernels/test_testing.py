@@ -15,23 +15,23 @@ class CountParams:
     """steps per episode"""
 
 
-def reset_one(i, obs, count):
-    count[i] = 0
-    obs[i, 0] = 0.0
+def reset_one(i, io, s, p):
+    s.count[i] = 0
+    io.obs[i, 0] = 0.0
 
 
-def step_one(i, actions, obs, rewards, terminated, truncated, count, episode_length):
-    count[i] += 1
-    obs[i, 0] = count[i] + actions[i]
-    rewards[i] = actions[i]
-    terminated[i] = count[i] == episode_length
-    truncated[i] = False
+def step_one(i, io, s, p):
+    s.count[i] += 1
+    io.obs[i, 0] = s.count[i] + io.actions[i]
+    io.rewards[i] = io.actions[i]
+    io.terminated[i] = s.count[i] == p.episode_length
+    io.truncated[i] = False
 
 
-def step_one_off_at_three(i, actions, obs, rewards, terminated, truncated, count, episode_length):
-    step_one(i, actions, obs, rewards, terminated, truncated, count, episode_length)
-    if count[i] == 3:
-        obs[i, 0] += 1.0
+def step_one_off_at_three(i, io, s, p):
+    step_one(i, io, s, p)
+    if s.count[i] == 3:
+        io.obs[i, 0] += 1.0
 
 
 COUNT = GameSpec(
