@@ -275,6 +275,60 @@ def call_module(module, *args):
 DEFER_SHARE = 20
 
 
+# Background compiles still running in this process (a trainer dropped before its switch
+# leaves one): a new trainer waits for them before it seeds torch and builds its networks, so
+# nothing a compile does to torch's global state (its random stream, fx's patches) reaches it.
+_COMPILES: list[threading.Thread] = []
+
+
+def wait_for_background_compiles() -> None:
+    """Join every background compile of this process still running."""
+    while _COMPILES:
+        _COMPILES.pop().join()
+
+
+def _fx_patches_for_their_own_thread() -> None:
+    """Make torch.fx's tracing patches act only in the thread that traces.
+
+    Inductor traces small functions with ``torch.fx`` while it compiles, and fx patches
+    ``torch.nn.Module.__call__`` (and ``__getattr__``) on the class for the length of each
+    trace: an eager forward pass in another thread at that moment went through the tracer and
+    failed ("module is not installed as a submodule"). With a compile in a background thread
+    while the run trains eagerly, every patch installed now calls the tracer only from the
+    thread that made it and the original function from every other thread. A torch without
+    this private class keeps its own behaviour (and such a run may then fail where it did)."""
+    try:
+        from torch.fx._symbolic_trace import _Patcher
+    except ImportError:
+        return
+    if getattr(_Patcher, "_fasttrain_thread_aware", False):
+        return
+    patch, patch_method = _Patcher.patch, _Patcher.patch_method
+
+    def own_thread(new_fn, orig_fn):
+        owner = threading.get_ident()
+
+        def patched(*args, **kwargs):
+            if threading.get_ident() == owner or orig_fn is None:
+                return new_fn(*args, **kwargs)
+            return orig_fn(*args, **kwargs)
+
+        patched.__dict__.update(new_fn.__dict__)  # fx's "already patched" mark
+        return patched
+
+    def thread_patch(self, frame_dict, name, new_fn, deduplicate=True):
+        new_fn.__fx_already_patched = deduplicate
+        return patch(self, frame_dict, name, own_thread(new_fn, frame_dict.get(name)), deduplicate)
+
+    def thread_patch_method(self, cls, name, new_fn, deduplicate=True):
+        new_fn.__fx_already_patched = deduplicate
+        wrapped = own_thread(new_fn, getattr(cls, name))
+        return patch_method(self, cls, name, wrapped, deduplicate)
+
+    _Patcher.patch, _Patcher.patch_method = thread_patch, thread_patch_method
+    _Patcher._fasttrain_thread_aware = True
+
+
 class DeferredCompile:
     """The background compile of a trainer's ``CompiledStep``s: ``start(work)`` runs ``work``
     (calls of ``precompile`` on copies) in a thread; ``at(iteration)`` switches every step to its
@@ -298,8 +352,10 @@ class DeferredCompile:
                 self.failure = exc
             self.compiled_s = time.perf_counter() - self.started
 
+        _fx_patches_for_their_own_thread()
         self.started = time.perf_counter()
         self.thread = threading.Thread(target=run, name="fasttrain-compile", daemon=True)
+        _COMPILES.append(self.thread)
         self.thread.start()
 
     def at(self, iteration: int) -> None:
@@ -492,6 +548,7 @@ def start_run(config, num_envs: int) -> RunContext:
         device = Device(torch.device("cuda", ranks.local_rank), device.backend)
     amp = resolve_amp(run.amp, device, config.model.hidden)
     setup_threads(run, ranks.local_world)
+    wait_for_background_compiles()  # an earlier trainer's compile must not touch this one
     torch.manual_seed(run.seed)  # the same on every rank: identical initial weights
     # each rank's own environments and sampling stream (rank 0: the single-process run's)
     seed = distributed.rank_seed(run.seed, ranks.rank)

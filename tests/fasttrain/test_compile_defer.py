@@ -3,6 +3,7 @@ a fixed iteration: the switch waits for a slow compile, so results never depend 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -78,3 +79,59 @@ def test_a_compile_that_fails_in_the_background_runs_on_eagerly_with_one_warning
 @pytest.mark.parametrize("mode", ["off"])
 def test_an_eager_run_starts_no_background_compile(mode):
     assert Trainer(config(mode), warn=lambda *_: None).deferred is None
+
+
+def trace_in_a_thread_while(work) -> None:
+    """Run ``work()`` in this thread while another thread is inside ``torch.fx`` tracing (its
+    patches of ``nn.Module.__call__`` installed), as inductor does while it compiles."""
+    inside, done = threading.Event(), threading.Event()
+
+    class Traced(torch.nn.Module):
+        def forward(self, x):
+            inside.set()
+            done.wait(30)
+            return x + 1
+
+    tracer = threading.Thread(target=torch.fx.symbolic_trace, args=(Traced(),))
+    tracer.start()
+    try:
+        assert inside.wait(30)
+        work()
+    finally:
+        done.set()
+        tracer.join()
+
+
+def test_an_eager_forward_while_another_thread_traces_is_left_alone():
+    common._fx_patches_for_their_own_thread()  # what a background compile installs
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+    x = torch.ones(2, 3)
+    expected = net(x)
+    out = []
+    trace_in_a_thread_while(lambda: out.append(net(x)))
+    assert torch.equal(out[0], expected)
+
+
+def test_a_new_trainer_waits_for_an_earlier_trainers_background_compile(monkeypatch):
+    """A trainer dropped before its switch leaves its compile running; the next trainer seeds
+    torch and builds its networks only once it is done, so its first weights are those of a
+    process that compiled nothing."""
+    fresh = [p.detach().clone() for p in Trainer(config("off")).policy.parameters()]
+    release, events = threading.Event(), []
+    slow, seed = common.CompiledStep.precompile, torch.manual_seed
+
+    def wait_then_compile(self, owner, *args):
+        release.wait(30)
+        torch.rand(1000)  # what a compile may draw from torch's global stream
+        events.append("compiled")
+        return slow(self, owner, *args)
+
+    monkeypatch.setattr(common.CompiledStep, "precompile", wait_then_compile)
+    monkeypatch.setattr(common.torch, "manual_seed", lambda s: events.append("seed") or seed(s))
+    dropped = Trainer(config("default"))
+    assert dropped.deferred is not None and dropped.deferred.thread.is_alive()
+    events.clear()
+    threading.Timer(1.0, release.set).start()
+    again = [p.detach().clone() for p in Trainer(config("off")).policy.parameters()]
+    assert events == ["compiled", "compiled", "seed"] and not common._COMPILES  # net, update
+    assert all(torch.equal(a, b) for a, b in zip(fresh, again, strict=True))
