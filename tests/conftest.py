@@ -121,6 +121,17 @@ def _few_threads():
     torch.set_num_threads(torch_threads)
 
 
+@pytest.fixture(autouse=True)
+def _no_compile_left_running():
+    """A trainer dropped before its switch leaves its torch.compile running in a background
+    thread; it ends with the test that started it, so it never shares dynamo's counters or
+    torch's global state with the next one."""
+    yield
+    from fasttrain.learners.common import wait_for_background_compiles
+
+    wait_for_background_compiles()
+
+
 @pytest.fixture
 def parallel_threads():
     """Two Numba threads for one test (skipped where Numba may only use one)."""
