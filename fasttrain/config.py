@@ -41,7 +41,7 @@ from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
 from fasttrain.learners.common import check_memory
 from fasttrain.models import CORES, MODEL_KINDS, training_nbytes
-from fasttrain.presets import GAME_DEFAULTS, preset, preset_source
+from fasttrain.presets import GAME_ALGOS, GAME_DEFAULTS, preset, preset_source
 from fasttrain.rundir import file_kind
 
 __all__ = [
@@ -398,6 +398,10 @@ def build(layers) -> Config:
     for layer in layers:
         for name, entry in layer.games.items():
             _check_params(name, entry["params"])
+    run_sources = layers.section_sources("run")
+    if "algo" not in run_sources and game.name in GAME_ALGOS:  # the game's own learner
+        run = dataclasses.replace(run, algo=GAME_ALGOS[game.name])
+        run_sources["algo"] = f"{game.name} preset"
     params_values, params_sources = layers.params_sources(game.name)
     for key, size in capacities(game.name, params_values, layers.curriculum).items():
         params_values[key] = size
@@ -405,7 +409,7 @@ def build(layers) -> Config:
     learner_values, learner_sources = layers.resolve(run.algo, game.name)
     model_values, model_sources = layers.resolve("model", game.name)
     sources = {
-        **{f"run.{k}": v for k, v in layers.section_sources("run").items()},
+        **{f"run.{k}": v for k, v in run_sources.items()},
         **{f"game.{k}": v for k, v in layers.section_sources("game").items()},
         **{f"log.{k}": v for k, v in layers.section_sources("log").items()},
         **{f"game.{game.name}.{k}": v for k, v in params_sources.items()},

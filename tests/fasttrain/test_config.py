@@ -310,3 +310,16 @@ def test_a_gpu_preset_applies_only_where_the_run_is_on_a_gpu(monkeypatch):
     assert cfg.load().learner.num_envs == cpu_envs
     # what the user sets beats the GPU preset
     assert cfg.load(sets=["run.device=cuda", "ppo.num_envs=64"]).learner.num_envs == 64
+
+
+def test_a_game_may_name_its_own_learner_and_any_layer_overrides_it():
+    """Seaquest trains with PQN where nothing names a learner (PPO does not learn it); --algo,
+    a config file or --set still choose, and a resumed run keeps the learner it saved."""
+    seaquest = cfg.from_dict({"game": {"name": "minatar-seaquest"}})
+    assert seaquest.run.algo == "pqn" and seaquest.sources["run.algo"] == "minatar-seaquest preset"
+    assert type(seaquest.learner).__name__ == "PQNConfig"
+    assert seaquest.learner.total_timesteps == 10_000_000  # PQN's MinAtar preset
+    chosen = cfg.from_dict({"game": {"name": "minatar-seaquest"}, "run": {"algo": "ppo"}})
+    assert chosen.run.algo == "ppo" and chosen.sources["run.algo"] == "config"
+    assert cfg.from_dict({"game": {"name": "minatar-breakout"}}).run.algo == "ppo"
+    assert "run.algo" not in cfg.from_dict({"game": {"name": "minatar-breakout"}}).sources
