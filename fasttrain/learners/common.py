@@ -264,6 +264,19 @@ class CompiledStep:
             return self.fn(self.owner, *args)
 
 
+def greedy_q_actor(q_network, model_state: dict):
+    """``obs -> actions``, the argmax of ``q_network`` loaded with ``model_state`` (the acting of
+    every value learner in play and eval)."""
+    q_network.load_state_dict(model_state)
+    q_network.eval()
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return q_network(obs).argmax(dim=1)
+
+    return act
+
+
 def call_module(module, *args):
     """``module(*args)``, as a function of the module (what a ``CompiledStep`` compiles)."""
     return module(*args)

@@ -27,6 +27,7 @@ from fasttrain.learners.common import (
     call_module,
     check_memory,
     check_optimizer,
+    greedy_q_actor,
     make_optimizer,
     one_torch_thread,
     user_sizes,
@@ -572,14 +573,7 @@ def actor(
         obs_shape, obs_dtype, num_actions, config.model, dueling=dueling,
         obs_categories=obs_categories,
     )  # fmt: skip
-    q_network.load_state_dict(model_state)
-    q_network.eval()
-
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            return q_network(obs).argmax(dim=1)
-
-    return act
+    return greedy_q_actor(q_network, model_state)
 
 
 # ------------------------------------------------------------------------------- BENCHMARK

@@ -27,6 +27,7 @@ from fasttrain.learners.common import (
     call_module,
     check_memory,
     check_optimizer,
+    greedy_q_actor,
     make_optimizer,
     one_torch_thread,
     set_learning_rate,
@@ -336,14 +337,7 @@ def actor(
         obs_categories=obs_categories,
         layer_norm=config.learner.layer_norm,
     )
-    q_network.load_state_dict(model_state)
-    q_network.eval()
-
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            return q_network(obs).argmax(dim=1)
-
-    return act
+    return greedy_q_actor(q_network, model_state)
 
 
 # ------------------------------------------------------------------------------- BENCHMARK
