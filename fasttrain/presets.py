@@ -149,16 +149,19 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
 }
 
 
-# Presets for a run on a GPU, laid over the game's own where the run's device is cuda (more
-# environments and a larger batch pay there). None is set yet: each needs a GPU to measure its
-# time to score on (python -m fasttrain.bench.scale, .ci/gpu), and no GPU was at hand.
 # The learner a game trains with where no layer names one (run.algo, --algo); PPO elsewhere.
 GAME_ALGOS: dict[str, str] = {
     # PQN's preset over 10M steps, seeds 0-2 (2-core AMD EPYC, 2026-11-25, mean of the last
     # twentieth): 77.3, 76.8, 91.4, past pgx PPO's ~54; PPO's preset ended at 5.2 (seed 0)
     "minatar-seaquest": "pqn",
+    # the same measure: 37.3, 27.1, 28.8 (median 28.8, worst 27.1), past pgx PPO's 22-25;
+    # PPO's preset ended at 14.7 (seed 0)
+    "minatar-asterix": "pqn",
 }
 
+# Presets for a run on a GPU, laid over the game's own where the run's device is cuda (more
+# environments and a larger batch pay there). None is set yet: each needs a GPU to measure its
+# time to score on (python -m fasttrain.bench.scale, .ci/gpu), and no GPU was at hand.
 GPU_DEFAULTS: dict[str, dict[str, dict]] = {}
 
 

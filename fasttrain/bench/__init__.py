@@ -182,7 +182,12 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
     default=None,
     help="--learning: total_timesteps of every run instead of the presets'.",
 )
-@click.option("--algo", default="ppo", show_default=True, help="--learning: the learner.")
+@click.option(
+    "--algo",
+    default=None,
+    help="--learning: the learner of every game [default: each game's own: PQN for Seaquest "
+    "and Asterix, PPO elsewhere].",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
@@ -221,7 +226,7 @@ def bench(learning, seeds, budget, steps, algo, out, sets, **options):
         from fasttrain.bench.learning import DEFAULT_GAMES, parse_seeds, run_suite
 
         games = list(dict.fromkeys(options["game_names"])) or list(DEFAULT_GAMES)
-        out = out or time.strftime(f"runs/learning-{algo}-%Y%m%d-%H%M%S")
+        out = out or time.strftime(f"runs/learning-{algo or 'default'}-%Y%m%d-%H%M%S")
         run_suite(games, parse_seeds(seeds), algo, budget, steps, options["device"], sets, out)
         return
     plan = make_plan(**options)  # every check happens here, before anything is measured

@@ -78,6 +78,7 @@ class RunResult:
     game: str
     seed: int
     run_dir: str
+    algo: str  # the learner that trained it
     steps: int
     seconds: float  # training seconds (time_s of the last row)
     sps: float
@@ -108,16 +109,17 @@ def read_result(run_dir: Path, game: str, seed: int, reference: Reference) -> Ru
     steps = [int(float(r["global_step"])) for r in rows]
     times = [float(r["time_s"]) for r in rows]
     values = [_float(r.get(column)) for r in rows]
+    summary = json.loads((run_dir / "summary.json").read_text())
     to_reference = {}
     for fraction in FRACTIONS:
         goal = fraction * reference.value
         hit = next((t for t, v in zip(times, values, strict=True) if v >= goal), None)
         to_reference[f"{fraction:.0%}"] = hit
-    summary = json.loads((run_dir / "summary.json").read_text())
     return RunResult(
         game=game,
         seed=seed,
         run_dir=str(run_dir),
+        algo=summary.get("algo", "?"),
         steps=steps[-1],
         seconds=times[-1],
         sps=steps[-1] / times[-1] if times[-1] > 0 else math.nan,
@@ -161,8 +163,8 @@ def train(config, run_dir: Path, budget_s: float | None, echo) -> None:
 
 
 def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str, sets):
-    """The default config of ``game`` and ``algo`` with ``--set`` items, the seed, the device,
-    no progress bar and no curves.png (the suite draws its own)."""
+    """The default config of ``game`` and ``algo`` (see ``learner_of``) with ``--set`` items,
+    the seed, the device, no progress bar and no curves.png (the suite draws its own)."""
     from fasttrain import config as cfg
 
     flags = {
@@ -175,11 +177,20 @@ def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str
     return cfg.build([*cfg.user_layers(None, sets), ("bench --learning", flags)])
 
 
+def learner_of(game: str, algo: str | None) -> str:
+    """``algo``, or where None the game's own learner (PQN for the games presets.GAME_ALGOS
+    names, PPO elsewhere)."""
+    from fasttrain.presets import GAME_ALGOS
+
+    return algo or GAME_ALGOS.get(game, "ppo")
+
+
 def run_suite(
-    games, seeds, algo: str, budget_s, steps, device: str, sets, out, echo=click.echo
+    games, seeds, algo: str | None, budget_s, steps, device: str, sets, out, echo=click.echo
 ) -> list[RunResult]:
-    """Train every game x seed not finished in ``out`` yet, then write the table, the JSON and
-    the picture; returns every run's result."""
+    """Train every game x seed not finished in ``out`` yet, each with ``algo`` (None: the
+    game's own learner), then write the table, the JSON and the picture; returns every run's
+    result."""
     from fasttrain import games as registry
 
     unknown = [g for g in games if g not in registry.names()]
@@ -190,7 +201,7 @@ def run_suite(
         raise ConfigError(f"no reference score for {missing[0]!r}; valid: {', '.join(REFERENCES)}")
     out = Path(out)
     configs = {
-        (game, seed): suite_config(game, algo, seed, steps, device, sets)
+        (game, seed): suite_config(game, learner_of(game, algo), seed, steps, device, sets)
         for game in games
         for seed in seeds
     }  # every config is checked before the first run starts
@@ -198,7 +209,7 @@ def run_suite(
     results = []
     started = time.perf_counter()
     for (game, seed), config in configs.items():
-        run_dir = out / f"{game}-{algo}-seed{seed}"
+        run_dir = out / f"{game}-{learner_of(game, algo)}-seed{seed}"
         if finished(run_dir):
             echo(f"{run_dir}: finished before, read as it is")
         else:
@@ -210,7 +221,7 @@ def run_suite(
             f"after {result.steps:,} steps in {result.seconds:.0f} s at {result.sps:,.0f} SPS"
         )
         results.append(result)
-    write(results, algo, out, time.perf_counter() - started)
+    write(results, out, time.perf_counter() - started)
     return results
 
 
@@ -232,7 +243,7 @@ def _seconds(times: list) -> str:
     return f"{median:.0f}" + ("" if reached == len(times) else f" ({reached}/{len(times)})")
 
 
-def table(results: list[RunResult], algo: str) -> str:
+def table(results: list[RunResult]) -> str:
     """The Markdown table of ``learning.md``: one row per game."""
     header = (
         "| game | algo | seeds | median final | worst final | reference | "
@@ -244,7 +255,8 @@ def table(results: list[RunResult], algo: str) -> str:
         ref = REFERENCES[game]
         finals = [r.final for r in runs]
         lines.append(
-            f"| {game} | {algo} | {', '.join(str(r.seed) for r in runs)} | "
+            f"| {game} | {', '.join(sorted({r.algo for r in runs}))} | "
+            f"{', '.join(str(r.seed) for r in runs)} | "
             f"{_median(finals):.1f} | {min(finals):.1f} | {ref.value:g} {ref.metric} "
             f"({ref.source}) | {_seconds([r.to_reference['50%'] for r in runs])} | "
             f"{_seconds([r.to_reference['90%'] for r in runs])} | "
@@ -255,7 +267,7 @@ def table(results: list[RunResult], algo: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(results: list[RunResult], algo: str, out: Path, wall_s: float) -> None:
+def write(results: list[RunResult], out: Path, wall_s: float) -> None:
     """``learning.md``, ``learning.json`` and (with matplotlib) ``learning.png`` in ``out``."""
     import numba
 
@@ -266,16 +278,17 @@ def write(results: list[RunResult], algo: str, out: Path, wall_s: float) -> None
     machine = machine_info(numba.get_num_threads())
     when = time.strftime("%Y-%m-%d")
     cores = machine.get("cpu_affinity") or machine.get("cpu_count")
+    algos = ", ".join(sorted({r.algo for r in results}))
     text = (
-        f"Learning with the default presets ({algo}), {machine.get('cpu', '?')}, {cores} cores, "
+        f"Learning with the default presets ({algos}), {machine.get('cpu', '?')}, {cores} cores, "
         f"{when}. Final: the mean of the metrics rows in the last {FINAL_SHARE:.0%} of a run's "
         "steps; seconds are training seconds.\n\n"
-    ) + table(results, algo)
+    ) + table(results)
     write_atomic(out / "learning.md", text)
     payload = {
         "machine": machine,
         "date": when,
-        "algo": algo,
+        "algos": {r.game: r.algo for r in results},
         "wall_s": round(wall_s, 1),
         "final_share": FINAL_SHARE,
         "references": {g: dataclasses.asdict(r) for g, r in REFERENCES.items()},

@@ -94,3 +94,25 @@ def test_bad_suite_options_are_one_line(args, words):
     result = CliRunner().invoke(main, ["bench", *args])
     assert result.exit_code in (1, 2) and words in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_each_game_trains_with_its_own_learner_unless_algo_names_one():
+    assert learning.learner_of("minatar-seaquest", None) == "pqn"  # presets.GAME_ALGOS
+    assert learning.learner_of("minatar-asterix", None) == "pqn"
+    assert learning.learner_of("minatar-breakout", None) == "ppo"
+    assert learning.learner_of("minatar-seaquest", "ppo") == "ppo"
+    config = learning.suite_config("minatar-seaquest", "pqn", 0, 4096, "cpu", ())
+    assert config.run.algo == "pqn" and config.learner.total_timesteps == 4096
+
+
+def test_the_table_names_the_learner_of_each_game():
+    def result(game, algo, seed):
+        return learning.RunResult(
+            game=game, seed=seed, run_dir="", algo=algo, steps=10, seconds=1.0, sps=10.0,
+            final=float(seed), best=float(seed), to_reference={"50%": 1.0, "90%": None},
+            precision="fp32", curve=[],
+        )  # fmt: skip
+
+    text = learning.table([result("minatar-seaquest", "pqn", 0), result("snake", "ppo", 1)])
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in text.splitlines()}
+    assert rows["minatar-seaquest"] == "pqn" and rows["snake"] == "ppo"

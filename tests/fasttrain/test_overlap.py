@@ -42,18 +42,23 @@ def overlapped(steps: int = 1024, core: str = "none", **ppo) -> cfg.Config:
     )
 
 
-def logprobs_under(policy, storage) -> torch.Tensor:
-    """The log-probabilities of the stored actions under ``policy`` (replaying a recurrent
-    policy's stored states)."""
+def logprobs_under(policy, storage, horizon: int | None = None) -> torch.Tensor:
+    """The log-probabilities of the stored actions under ``policy``; a recurrent policy unrolls
+    from the first stored state, or with ``horizon`` from the stored state at the start of each
+    ``horizon`` steps (as the update replays its sequences)."""
     T = storage.actions.shape[0]
     with torch.inference_mode():
         if not policy.is_recurrent:
             logits, _, _ = policy(storage.obs[:T].reshape(-1, *storage.obs.shape[2:]))
         else:
-            logits, _ = policy.unroll(
-                storage.obs[:T], storage.states[0], storage.episode_starts[:T]
-            )
-            logits = logits.reshape(-1, logits.shape[-1])
+            h = horizon or T
+            pieces = [
+                policy.unroll(
+                    storage.obs[t : t + h], storage.states[t], storage.episode_starts[t : t + h]
+                )[0]
+                for t in range(0, T, h)
+            ]
+            logits = torch.cat(pieces).reshape(-1, pieces[0].shape[-1])
         logp = F.log_softmax(logits.float(), dim=1)
         return logp.gather(1, storage.actions.reshape(-1, 1))[:, 0].reshape(T, -1)
 
@@ -119,3 +124,51 @@ def test_resuming_with_another_overlap_setting_is_refused(tmp_path):
     run(overlapped(256), out=tmp_path / "run", **QUIET)
     with pytest.raises(cfg.ConfigError, match="ppo.overlap = True; resume it with the same"):
         run(overlapped(512, overlap=False), resume=tmp_path / "run", **QUIET)
+
+
+@pytest.mark.parametrize("core", ["none", "gru"])
+def test_the_decoupled_ratio_is_taken_against_the_weights_the_update_starts_from(core):
+    trainer = Trainer(overlapped(core=core), warn=lambda *_: None)
+    trainer.iterate()  # rollout 0 alone, update 0 while rollout 1 is collected
+    start = copy.deepcopy(trainer.policy)  # the weights update 1 starts from
+    learned = trainer.storage  # rollout 1, collected with the weights from before update 0
+    trainer.iterate()
+    # a recurrent policy replays each sequence from the state the behaviour policy stored
+    proximal = logprobs_under(start, learned, horizon=4).reshape(-1)
+    assert torch.allclose(trainer.b_prox_logprobs, proximal, atol=1e-5)
+    behaviour = learned.logprobs.reshape(-1)
+    assert not torch.allclose(proximal, behaviour, atol=1e-5)  # one update of lag between them
+
+    # the loss of the paper (Hilton et al. 2021, eq. 3), from the proximal policy's weights
+    trainer.policy.load_state_dict(start.state_dict())
+    trainer.storage = learned  # the views of the batch update 1 learned from
+    trainer.prepare_batch()
+    if core == "none":
+        mb = torch.arange(trainer.batch_size)
+    else:
+        steps = torch.arange(trainer.horizon)[:, None] * trainer.rows
+        mb = steps + trainer.minibatch_firsts()[None]
+    _, stats = trainer.loss(mb)
+    flat = mb.reshape(-1)
+    adv = trainer.b_advantages[flat]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    weight = torch.minimum((proximal[flat] - behaviour[flat]).exp(), torch.tensor(2.0))
+    # the current policy is the proximal one, so its ratio is 1 and nothing is clipped
+    assert torch.allclose(stats[0], (-weight * adv).mean(), atol=1e-5)
+    assert abs(float(stats[3])) < 1e-5 and float(stats[4]) == 0.0
+
+
+def test_without_decoupling_the_ratio_is_taken_against_the_behaviour_policy():
+    trainer = Trainer(overlapped(decoupled=False), warn=lambda *_: None)
+    trainer.iterate()
+    start = copy.deepcopy(trainer.policy)
+    learned = trainer.storage
+    trainer.iterate()
+    assert trainer.b_prox_logprobs is None
+    trainer.policy.load_state_dict(start.state_dict())
+    trainer.storage = learned
+    trainer.prepare_batch()
+    _, stats = trainer.loss(torch.arange(trainer.batch_size))
+    log_ratio = logprobs_under(start, learned).reshape(-1) - learned.logprobs.reshape(-1)
+    assert torch.allclose(stats[3], ((log_ratio.exp() - 1) - log_ratio).mean(), atol=1e-5)
+    assert float(stats[3]) > 1e-6  # one update of lag: the ratio starts away from 1

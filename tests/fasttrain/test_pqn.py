@@ -400,3 +400,25 @@ def test_pqn_learns_cartpole(tmp_path):
 
     summary = run(config, out=tmp_path / "cartpole", echo=quiet, on_row=reached)
     assert summary["stopped_early"] and summary["episodic_return"] >= 475.0, summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("game", "floor"), [("minatar-asterix", 3.0), ("minatar-seaquest", 5.0)])
+def test_pqn_is_the_learner_of_asterix_and_seaquest_and_learns_them(tmp_path, game, floor):
+    """The games that train with PQN by default (presets.GAME_ALGOS) clear a low floor with
+    their preset over a 3M-step schedule (random play: ~0.5 and ~0.2). Over the full 10M-step
+    schedule, seeds 0-2 passed 3 (Asterix) by 1.5-2M steps and 5 (Seaquest) by 1.5-2M steps. The
+    run stops at the first metrics row at the floor or more."""
+    config = cfg.from_dict(
+        {
+            "game": {"name": game, game: {"pqn": {"total_timesteps": 3_000_000}}},
+            "log": {"progress": False, "curves": False},
+        }
+    )
+    assert config.run.algo == "pqn"
+
+    def reached(row) -> bool:
+        return float(row["charts/episodic_return"]) >= floor
+
+    summary = run(config, out=tmp_path / "run", echo=quiet, on_row=reached)
+    assert summary["stopped_early"] and summary["episodic_return"] >= floor, summary
