@@ -84,10 +84,21 @@ def check_optimizer(name: str, where: str) -> None:
 
 class Optimizers:
     """Several optimizers stepped as one, each over its own parameters (Muon's matrices and
-    Adam's rest); ``param_groups``, ``state`` and the state dict cover them all."""
+    Adam's rest); ``param_groups``, ``state`` and the state dict cover them all.
+
+    Their learning rates are 0-d tensors that a schedule fills in place: torch.compile reads a
+    float rate of optimizers stepped from a wrapper like this one as a constant, so an annealed
+    rate compiled their step again every iteration (measured: one more graph per iteration, to
+    dynamo's limit), where a tensor is an input."""
 
     def __init__(self, optimizers: list):
         self.optimizers = optimizers
+        self._rates_as_tensors()
+
+    def _rates_as_tensors(self) -> None:
+        for group in self.param_groups:
+            if not torch.is_tensor(group["lr"]):
+                group["lr"] = torch.tensor(float(group["lr"]))
 
     @property
     def param_groups(self) -> list[dict]:
@@ -114,6 +125,7 @@ class Optimizers:
             raise ValueError("the checkpoint's optimizer is not this run's")
         for o, s in zip(self.optimizers, states, strict=True):
             o.load_state_dict(s)
+        self._rates_as_tensors()  # a checkpoint may hold them as floats
 
 
 def adam(params, lr: float, eps: float) -> torch.optim.Adam:
@@ -145,7 +157,10 @@ def make_optimizer(name: str, model: torch.nn.Module, lr: float, eps: float = 1e
 def set_learning_rate(optimizer, lr: float) -> None:
     """Every parameter group's learning rate to ``lr`` (a schedule's step)."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        if torch.is_tensor(group["lr"]):  # Optimizers' rates: filled in place
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
 
 
 class _NoProfilerNotes(logging.Filter):
@@ -342,14 +357,55 @@ def _fx_patches_for_their_own_thread() -> None:
     _Patcher._fasttrain_thread_aware = True
 
 
+@torch.no_grad()
+def adopt_compiled(module, optimizer, copy_module, copy_optimizer):
+    """The optimizer a background compile ran on (``copy_optimizer``, over ``copy_module``'s
+    parameters), made the real one: it and ``copy_module``'s parameters take the values and
+    state of ``optimizer`` and ``module``'s, then ``module`` holds those parameter objects.
+    Returns the optimizer to train with from now on.
+
+    torch.compile guards the optimizer step on the identity of the optimizer and of its state
+    tensors, so without this the first compiled step on the real objects compiles it again."""
+    copies = dict(copy_module.named_parameters())
+    real = dict(module.named_parameters())
+    if copies.keys() != real.keys():
+        return optimizer
+    for name, p in real.items():
+        q = copies[name]
+        q.copy_(p)
+        theirs, ours = optimizer.state.get(p, {}), copy_optimizer.state.get(q)
+        if ours is None or ours.keys() != theirs.keys():  # e.g. no step taken yet: no state
+            ours = {}
+            for part in getattr(copy_optimizer, "optimizers", [copy_optimizer]):
+                if any(q is r for group in part.param_groups for r in group["params"]):
+                    part.state[q] = ours
+        for key, value in theirs.items():
+            if torch.is_tensor(value) and torch.is_tensor(ours.get(key)):
+                ours[key].copy_(value)
+            else:
+                ours[key] = value.clone() if torch.is_tensor(value) else value
+    for mine, theirs in zip(copy_optimizer.param_groups, optimizer.param_groups, strict=True):
+        for key, value in theirs.items():
+            if key == "params":
+                continue
+            if torch.is_tensor(value) and torch.is_tensor(mine.get(key)):
+                mine[key].copy_(value)  # a rate tensor: the same object stays in the group
+            else:
+                mine[key] = value
+    for name, q in copies.items():
+        owner, _, attr = name.rpartition(".")
+        module.get_submodule(owner)._parameters[attr] = q
+    return copy_optimizer
+
+
 class DeferredCompile:
     """The background compile of a trainer's ``CompiledStep``s: ``start(work)`` runs ``work``
     (calls of ``precompile`` on copies) in a thread; ``at(iteration)`` switches every step to its
     compiled function at iteration ``switch_at``, waiting there for the thread if it is not
-    done."""
+    done, then calls ``adopt()`` (where the compile succeeded)."""
 
-    def __init__(self, steps: list, switch_at: int, say=print):
-        self.steps, self.switch_at, self.say = steps, switch_at, say
+    def __init__(self, steps: list, switch_at: int, say=print, adopt=None):
+        self.steps, self.switch_at, self.say, self.adopt = steps, switch_at, say, adopt
         self.thread, self.failure = None, None
         self.started = self.compiled_s = None
         self.waited_s = 0.0  # seconds the run waited for the compile at the switch
@@ -381,6 +437,8 @@ class DeferredCompile:
         for step in self.steps:
             step.switch(self.failure)
         if self.failure is None:
+            if self.adopt is not None:
+                self.adopt()
             self.say(
                 f"torch.compile: compiled steps from iteration {iteration:,} on (compiled in "
                 f"{self.compiled_s:.1f} s in the background, {self.waited_s:.1f} s waited)"
@@ -613,7 +671,7 @@ class TrainerBase:
 
     @property
     def learning_rate(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
+        return float(self.optimizer.param_groups[0]["lr"])
 
     @property
     def steps_per_iteration(self) -> int:

@@ -35,6 +35,7 @@ from fasttrain.learners.common import (
     CompiledStep,
     DeferredCompile,
     TrainerBase,
+    adopt_compiled,
     call_module,
     check_memory,
     check_optimizer,
@@ -292,7 +293,9 @@ class Trainer(TrainerBase):
         if self.train_step.compiled and not self.ctx.ranks.enabled:
             switch_at = max(1, self.num_iterations // DEFER_SHARE)
             steps = [self.train_step, self.act_policy]
-            self.deferred = DeferredCompile(steps, switch_at, say=warn_always)
+            self.deferred = DeferredCompile(
+                steps, switch_at, say=warn_always, adopt=self.adopt_compiled
+            )
             self.deferred.start(self.precompile)
 
     def precompile(self) -> None:
@@ -317,12 +320,22 @@ class Trainer(TrainerBase):
         else:
             mb = torch.arange(self.minibatch_size, device=self.device)
         self.train_step.precompile(shadow, mb)
+        self.compiled_on = shadow  # read at the switch (adopt_compiled), after the thread ended
         behaviour = copy.deepcopy(self.behaviour)
         obs = torch.zeros((self.rows, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
         starts = torch.ones(self.rows, dtype=torch.bool, device=self.device)
         state = torch.zeros((self.rows, self.policy.state_size)) if self.recurrent else None
         with torch.inference_mode():
             self.act_policy.precompile(behaviour, obs, state, starts)
+
+    def adopt_compiled(self) -> None:
+        """At the switch: train on the optimizer and parameter objects the update step was
+        compiled on (holding this run's values), so it runs without compiling again."""
+        shadow = self.__dict__.pop("compiled_on", None)
+        if shadow is not None:
+            self.optimizer = adopt_compiled(
+                self.policy, self.optimizer, shadow.policy, shadow.optimizer
+            )
 
     def make_policy(self):
         env = self.env

@@ -14,14 +14,12 @@ from fasttrain.learners import common
 from fasttrain.learners.ppo import Trainer
 
 
-def config(mode: str, steps: int = 40 * 128) -> cfg.Config:
+def config(mode: str, steps: int = 40 * 128, optimizer: str = "adam") -> cfg.Config:
+    ppo = {"num_envs": 16, "num_steps": 8, "total_timesteps": steps, "optimizer": optimizer}
     return cfg.from_dict(
         {
             "run": {"compile": mode, "amp": "off", "torch_threads": 1, "numba_threads": 1},
-            "game": {
-                "name": "cartpole",
-                "cartpole": {"ppo": {"num_envs": 16, "num_steps": 8, "total_timesteps": steps}},
-            },
+            "game": {"name": "cartpole", "cartpole": {"ppo": ppo}},
             "model": {"hidden": 16},
         }
     )
@@ -45,6 +43,35 @@ def test_the_steps_switch_at_a_fixed_iteration_and_update_as_eager_ones_do():
     assert any("compiled steps from iteration 2 on" in line for line in said), said
     for x, y in zip(a, b, strict=True):  # compiled arithmetic: equal within float tolerance
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_after_the_switch_nothing_compiles_again(optimizer):
+    """The background compile ran on copies of the network and optimizer; the switch hands the
+    run those objects (holding its own values), so the compiled step fits them as it is."""
+    from torch._dynamo.utils import counters
+
+    if optimizer == "muon" and not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needs torch >= 2.9")
+    trainer = Trainer(config("default", optimizer=optimizer), warn=lambda *_: None)
+    train(trainer, 2)  # eager, before the switch at iteration 2
+    trainer.deferred.thread.join()
+    graphs, frames = counters["stats"]["unique_graphs"], dict(counters["frames"])
+    before = [p.detach().clone() for p in trainer.policy.parameters()]
+    moments = [
+        {k: v.clone() for k, v in trainer.optimizer.state[p].items()}
+        for p in trainer.policy.parameters()
+    ]
+    trainer.deferred.at(trainer.iteration)  # the switch: the run's values move over
+    after = [p.detach() for p in trainer.policy.parameters()]
+    assert all(torch.equal(x, y) for x, y in zip(before, after, strict=True))
+    for p, saved in zip(trainer.policy.parameters(), moments, strict=True):
+        state = trainer.optimizer.state[p]  # the optimizer holds the module's new parameters
+        assert state.keys() == saved.keys() and saved
+        assert all(torch.equal(state[k], v) for k, v in saved.items())
+    train(trainer, 4)
+    assert trainer.train_step.compiled and not trainer.train_step.deferred
+    assert counters["stats"]["unique_graphs"] == graphs, (frames, dict(counters["frames"]))
 
 
 def test_a_slow_compile_makes_the_switch_wait_and_changes_no_weight(monkeypatch):

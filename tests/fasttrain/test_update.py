@@ -304,6 +304,12 @@ def test_muon_steps_hidden_matrices_and_adam_the_rest():
     fresh = make_optimizer("muon", policy, 1e-3)
     fresh.load_state_dict(optimizer.state_dict())
     assert set(map(id, fresh.state)) == set(map(id, optimizer.state))
+    # the rates are tensors a schedule fills in place (a float would recompile each iteration)
+    rate = fresh.param_groups[0]["lr"]
+    assert all(torch.is_tensor(g["lr"]) for g in fresh.param_groups)
+    common.set_learning_rate(fresh, 5e-4)
+    assert fresh.param_groups[0]["lr"] is rate
+    assert all(float(g["lr"]) == pytest.approx(5e-4) for g in fresh.param_groups)
     with pytest.raises(ValueError):
         fresh.load_state_dict(make_optimizer("adam", policy, 1e-3).state_dict())
 
