@@ -203,6 +203,14 @@ def _fast_cpu_tanh() -> None:
         inductor_config.cpp.use_decompose_tanh = True
 
 
+def compile_settings() -> None:
+    """fasttrain's dynamo and inductor settings, in the calling thread: torch keeps them per
+    thread, so the background compile (``DeferredCompile``) sets them again in its own (without,
+    it compiled with dynamo's limit of 8 and Sleef's slow tanh)."""
+    _allow_a_compile_per_trainer()
+    _fast_cpu_tanh()
+
+
 def _quiet_compile_notes() -> None:
     for name in ("torch._dynamo.variables.ctx_manager", "torch._dynamo.variables.torch"):
         logger = logging.getLogger(name)
@@ -232,8 +240,7 @@ class CompiledStep:
         self.fn = fn
         if self.first:
             _quiet_compile_notes()
-            _allow_a_compile_per_trainer()
-            _fast_cpu_tanh()
+            compile_settings()
             try:
                 self.fn = torch.compile(fn, mode=None if mode == "default" else mode)
             except Exception as exc:  # a torch without a compiler for this platform
@@ -416,6 +423,7 @@ class DeferredCompile:
 
         def run():
             try:
+                compile_settings()  # per thread in torch
                 work()
             except Exception as exc:  # noqa: BLE001 - reported at the switch, run goes on eager
                 self.failure = exc

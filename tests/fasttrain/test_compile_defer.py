@@ -74,6 +74,25 @@ def test_after_the_switch_nothing_compiles_again(optimizer):
     assert counters["stats"]["unique_graphs"] == graphs, (frames, dict(counters["frames"]))
 
 
+def test_the_background_compile_runs_with_fasttrains_compile_settings(monkeypatch):
+    """torch keeps dynamo's and inductor's settings per thread: the compile thread must set the
+    recompile limit (else a process that builds several trainers falls back to eager) and the
+    fast tanh itself."""
+    import torch._inductor.config as inductor_config
+
+    seen = {}
+
+    def record(self):
+        seen["limit"] = torch._dynamo.config.recompile_limit
+        seen["tanh"] = getattr(inductor_config.cpp, "use_decompose_tanh", True)
+
+    monkeypatch.delenv("TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH", raising=False)
+    monkeypatch.setattr(Trainer, "precompile", record)
+    trainer = Trainer(config("default"), warn=lambda *_: None)
+    trainer.deferred.thread.join()
+    assert seen == {"limit": common.RECOMPILE_LIMIT, "tanh": True}
+
+
 def test_a_slow_compile_makes_the_switch_wait_and_changes_no_weight(monkeypatch):
     fast = train(Trainer(config("default"), warn=lambda *_: None), 6)
     precompile = Trainer.precompile
