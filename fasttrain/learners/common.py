@@ -96,9 +96,7 @@ class Optimizers:
         self._rates_as_tensors()
 
     def _rates_as_tensors(self) -> None:
-        for group in self.param_groups:
-            if not torch.is_tensor(group["lr"]):
-                group["lr"] = torch.tensor(float(group["lr"]))
+        rates_as_tensors(self)
 
     @property
     def param_groups(self) -> list[dict]:
@@ -152,6 +150,18 @@ def make_optimizer(name: str, model: torch.nn.Module, lr: float, eps: float = 1e
         muon = torch.optim.Muon(matrices, lr=lr, weight_decay=0.0, adjust_lr_fn="match_rms_adamw")
         optimizer = Optimizers([muon, adam(rest, lr, eps)])
     return optimizer
+
+
+def rates_as_tensors(optimizer) -> None:
+    """The learning rates of fused Adam (and of ``Optimizers``) as 0-d tensors, which
+    ``set_learning_rate`` fills in place: a compiled step reads a float rate as a constant and
+    compiles again when a schedule changes it (once, then as a symbol). Unfused Adam keeps its
+    float (older torch steps it with Python numbers)."""
+    for part in getattr(optimizer, "optimizers", [optimizer]):
+        if isinstance(optimizer, Optimizers) or part.defaults.get("fused"):
+            for group in part.param_groups:
+                if not torch.is_tensor(group["lr"]):
+                    group["lr"] = torch.tensor(float(group["lr"]))
 
 
 def set_learning_rate(optimizer, lr: float) -> None:
@@ -381,7 +391,12 @@ def adopt_compiled(module, optimizer, copy_module, copy_optimizer):
         q = copies[name]
         q.copy_(p)
         theirs, ours = optimizer.state.get(p, {}), copy_optimizer.state.get(q)
-        if ours is None or ours.keys() != theirs.keys():  # e.g. no step taken yet: no state
+        if not theirs and ours:  # no step taken yet: zeroed state is what a first step makes
+            for value in ours.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+            continue
+        if ours is None or ours.keys() != theirs.keys():
             ours = {}
             for part in getattr(copy_optimizer, "optimizers", [copy_optimizer]):
                 if any(q is r for group in part.param_groups for r in group["params"]):
@@ -395,8 +410,8 @@ def adopt_compiled(module, optimizer, copy_module, copy_optimizer):
         for key, value in theirs.items():
             if key == "params":
                 continue
-            if torch.is_tensor(value) and torch.is_tensor(mine.get(key)):
-                mine[key].copy_(value)  # a rate tensor: the same object stays in the group
+            if torch.is_tensor(mine.get(key)):  # a rate tensor: the same object stays
+                mine[key].fill_(float(value))
             else:
                 mine[key] = value
     for name, q in copies.items():
@@ -769,6 +784,9 @@ class TrainerBase:
                 "checkpoint's optimizer state does not fit this run's optimizer; resume with "
                 "the optimizer it was written with"
             ) from None
+        if not isinstance(self.optimizer, Optimizers):  # eager steps take a float rate, as
+            for group in self.optimizer.param_groups:  # before a compiled step saved a tensor
+                group["lr"] = float(group["lr"])
         self.global_step = state["global_step"]
         self.iteration = state["iteration"]
         self.generator.set_state(state["generator"])

@@ -41,6 +41,7 @@ from fasttrain.learners.common import (
     check_optimizer,
     make_optimizer,
     one_torch_thread,
+    rates_as_tensors,
     set_learning_rate,
     user_sizes,
     warn_once,
@@ -306,6 +307,7 @@ class Trainer(TrainerBase):
         shadow.optimizer = make_optimizer(
             self.args.optimizer, shadow.policy, self.args.learning_rate, eps=1e-5
         )
+        rates_as_tensors(shadow.optimizer)  # the run takes this optimizer over at the switch
         shadow.ctx = dataclasses.replace(self.ctx, skipped=None, _backups={})
         obs_shape, n = self.env.obs_shape, self.batch_size
         shadow.b_obs = torch.zeros((n, *obs_shape), dtype=self.env.obs_dtype, device=self.device)

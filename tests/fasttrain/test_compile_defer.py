@@ -74,6 +74,31 @@ def test_after_the_switch_nothing_compiles_again(optimizer):
     assert counters["stats"]["unique_graphs"] == graphs, (frames, dict(counters["frames"]))
 
 
+def test_a_switch_before_any_step_compiles_nothing_again_either():
+    """``fasttrain bench`` switches before the first update (``finish``): the optimizer has no
+    state yet, so the copy's state is zeroed in place (what a first step starts from); and the
+    annealed learning rate is a tensor, so changing it compiles nothing."""
+    from torch._dynamo.utils import counters
+
+    def snake(mode: str) -> cfg.Config:
+        settings = {"num_envs": 16, "num_steps": 8, "total_timesteps": 40 * 128}
+        run = {"compile": mode, "amp": "off", "torch_threads": 1, "numba_threads": 1}
+        game = {"name": "snake", "snake": {"height": 6, "width": 6, "ppo": settings}}
+        return cfg.from_dict({"run": run, "game": game, "model": {"hidden": 32}})
+
+    trainer = Trainer(snake("default"), warn=lambda *_: None)
+    trainer.deferred.finish()
+    state = [v for s in trainer.optimizer.state.values() for v in s.values()]
+    assert state and all(int(torch.count_nonzero(v)) == 0 for v in state if torch.is_tensor(v))
+    eager = Trainer(snake("off"), warn=lambda *_: None)
+    trainer.iterate()  # the first compiled call
+    graphs = counters["stats"]["unique_graphs"]
+    a, b = train(trainer, 3), train(eager, 4)
+    assert counters["stats"]["unique_graphs"] == graphs
+    for x, y in zip(a, b, strict=True):  # zeroed state steps as a fresh optimizer's first step
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+
+
 def test_the_background_compile_runs_with_fasttrains_compile_settings(monkeypatch):
     """torch keeps dynamo's and inductor's settings per thread: the compile thread must set the
     recompile limit (else a process that builds several trainers falls back to eager) and the
