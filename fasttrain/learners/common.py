@@ -86,10 +86,10 @@ class Optimizers:
     """Several optimizers stepped as one, each over its own parameters (Muon's matrices and
     Adam's rest); ``param_groups``, ``state`` and the state dict cover them all.
 
-    Their learning rates are 0-d tensors that a schedule fills in place: torch.compile reads a
-    float rate of optimizers stepped from a wrapper like this one as a constant, so an annealed
-    rate compiled their step again every iteration (measured: one more graph per iteration, to
-    dynamo's limit), where a tensor is an input."""
+    On the CPU their learning rates are 0-d tensors that a schedule fills in place:
+    torch.compile reads a float rate of optimizers stepped from a wrapper like this one as a
+    constant, so an annealed rate compiled their step again every iteration (measured: one more
+    graph per iteration, to dynamo's limit), where a tensor is an input."""
 
     def __init__(self, optimizers: list):
         self.optimizers = optimizers
@@ -156,11 +156,13 @@ def rates_as_tensors(optimizer) -> None:
     """The learning rates of fused Adam (and of ``Optimizers``) as 0-d tensors, which
     ``set_learning_rate`` fills in place: a compiled step reads a float rate as a constant and
     compiles again when a schedule changes it (once, then as a symbol). Unfused Adam keeps its
-    float (older torch steps it with Python numbers)."""
+    float (older torch steps it with Python numbers), and so do parameters off the CPU (a CPU
+    rate beside CUDA parameters is not measured: no GPU was at hand)."""
     for part in getattr(optimizer, "optimizers", [optimizer]):
         if isinstance(optimizer, Optimizers) or part.defaults.get("fused"):
             for group in part.param_groups:
-                if not torch.is_tensor(group["lr"]):
+                on_cpu = all(p.device.type == "cpu" for p in group["params"])
+                if on_cpu and not torch.is_tensor(group["lr"]):
                     group["lr"] = torch.tensor(float(group["lr"]))
 
 
