@@ -93,9 +93,6 @@ class Optimizers:
 
     def __init__(self, optimizers: list):
         self.optimizers = optimizers
-        self._rates_as_tensors()
-
-    def _rates_as_tensors(self) -> None:
         rates_as_tensors(self)
 
     @property
@@ -123,7 +120,7 @@ class Optimizers:
             raise ValueError("the checkpoint's optimizer is not this run's")
         for o, s in zip(self.optimizers, states, strict=True):
             o.load_state_dict(s)
-        self._rates_as_tensors()  # a checkpoint may hold them as floats
+        rates_as_tensors(self)  # a checkpoint may hold them as floats
 
 
 def adam(params, lr: float, eps: float) -> torch.optim.Adam:
