@@ -168,12 +168,17 @@ def env_rate(game: str, seconds: float = 2.0) -> dict:
     return {"env_sps": sps, "obs_gb_per_s": sps * obs_bytes / 1e9}
 
 
-def gpu_goals(games: list[str], skipped: dict) -> dict:
-    """Every GPU figure of the module docstring (``skipped`` gets the reason of any missing)."""
+def gpu_goals(
+    games: list[str], skipped: dict, budget_s: float = 600.0, out: dict | None = None, save=None
+) -> dict:
+    """Every GPU figure of the module docstring (``skipped`` gets the reason of any missing);
+    each time-to-score run stops after ``budget_s`` seconds of training. The figures go into
+    ``out`` as they come, and ``save()`` runs after each (a lease that ends keeps what was
+    measured)."""
     from fasttrain.bench.stages import bench_compile
     from fasttrain.bench.training import benchmark_training
 
-    out: dict = {}
+    out = {} if out is None else out
 
     def attempt(name, fn, *args):
         try:
@@ -181,11 +186,15 @@ def gpu_goals(games: list[str], skipped: dict) -> dict:
         except Exception as exc:  # noqa: BLE001 - one figure failing keeps the others
             skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             return None
+        finally:
+            print(f"measured: {name}", flush=True)
+            if save is not None:
+                save()
 
     out["time_to_score"] = {
-        "snake": attempt("time_to_score snake", time_to_score, "snake", 600.0, SNAKE_SCORE),
+        "snake": attempt("time_to_score snake", time_to_score, "snake", budget_s, SNAKE_SCORE),
         "minatar-breakout": attempt(
-            "time_to_score breakout", time_to_score, "minatar-breakout", 600.0, None
+            "time_to_score breakout", time_to_score, "minatar-breakout", budget_s, None
         ),
     }
     out["gpu_busy"] = attempt("gpu_busy", gpu_busy_share)
@@ -221,6 +230,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="seconds per env timing")
     parser.add_argument("--iterations", type=int, default=5, help="timed training iterations")
     parser.add_argument("--train-num-envs", type=int, default=None, help="training envs")
+    parser.add_argument(
+        "--budget-s", type=float, default=600.0, help="most training seconds per time-to-score run"
+    )
     opts = parser.parse_args(argv)
     import numba
     import torch
@@ -232,15 +244,19 @@ def main(argv=None) -> int:
 
     most = opts.threads or numba.config.NUMBA_NUM_THREADS
     skipped: dict = {}
-    sweep = thread_sweep(most, opts.seconds, opts.iterations, opts.train_num_envs)
-    result = {"machine": machine_info(most), "threads": sweep}
+    result = {"machine": machine_info(most), "skipped": skipped}
+
+    def save():
+        Path(opts.json).write_text(json.dumps(json_safe(result), indent=2) + "\n")
+
     if torch.cuda.is_available() and cuda_available():
-        result["gpu"] = gpu_goals(games.names(), skipped)
+        result["gpu"] = {}
+        gpu_goals(games.names(), skipped, opts.budget_s, result["gpu"], save)
     else:
         result["gpu"] = None
         skipped["gpu"] = "no CUDA GPU usable by torch and numba-cuda here"
-    result["skipped"] = skipped
-    Path(opts.json).write_text(json.dumps(json_safe(result), indent=2) + "\n")
+    result["threads"] = thread_sweep(most, opts.seconds, opts.iterations, opts.train_num_envs)
+    save()
     for row in result["threads"]["rows"]:
         print(
             f"threads {row['threads']:>3}: env {row['env_sps']:>14,.0f} env-steps/s  "

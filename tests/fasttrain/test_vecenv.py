@@ -302,11 +302,12 @@ def test_cuda_steps_into_bound_tensors_and_refuses_numpy_outputs_in_one_line():
     message = _one_line(excinfo)
     assert "torch.Tensor" in message and "cuda" in message and "ndarray" in message
     slots = torch.zeros((2, *env.obs.shape), dtype=env.obs_dtype, device=env.device)
-    out = env.bind_outputs(slots[0], slots[1])
+    obs_slot, final_slot = slots[0], slots[1]  # each indexing makes a new view object
+    out = env.bind_outputs(obs_slot, final_slot)
     actions = torch.ones(8, dtype=torch.int64, device=env.device)
     obs, *_ = env.step(actions, out=out)
     twin.step(actions)
-    assert obs is slots[0] and torch.equal(slots[0], twin.obs) and slots[0].any()
+    assert obs is obs_slot and torch.equal(obs_slot, twin.obs) and obs_slot.any()
 
 
 # ------------------------------------------------------------------------------- bad actions
