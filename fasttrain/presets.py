@@ -160,8 +160,9 @@ GAME_ALGOS: dict[str, str] = {
 }
 
 # Presets for a run on a GPU, laid over the game's own where the run's device is cuda (more
-# environments and a larger batch pay there). None is set yet: each needs a GPU to measure its
-# time to score on (python -m fasttrain.bench.scale, .ci/gpu), and no GPU was at hand.
+# environments and a larger batch pay there). None is set yet: each needs its time to score
+# measured on a GPU (python -m fasttrain.bench.scale, .ci/gpu). The one GPU lease so far (an
+# H200, 15 minutes, 2026-11-26) measured the CPU presets there: docs/performance.md.
 GPU_DEFAULTS: dict[str, dict[str, dict]] = {}
 
 
