@@ -187,7 +187,7 @@ def gpu_goals(
             skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             return None
         finally:
-            print(f"measured: {name}", flush=True)
+            print(f"{'not measured' if name in skipped else 'measured'}: {name}", flush=True)
             if save is not None:
                 save()
 

@@ -207,9 +207,8 @@ def test_first_ppo_iteration_on_the_gpu_matches_the_cpu(monkeypatch):
     """The environment is bit-identical across backends, so given the same initial weights, the
     same sampling noise and the same minibatch order (drawn here from one CPU stream, restarted
     for each run: torch's CPU and CUDA generators give different numbers), the GPU's first PPO
-    iteration sees
-    the same observations, takes the same actions and ends with the CPU's losses and weights
-    within float tolerance."""
+    iteration sees the same observations, takes the same actions and ends with the CPU's losses
+    and weight update within float tolerance."""
     import torch
 
     from fasttrain import config as cfg
