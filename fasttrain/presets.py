@@ -93,17 +93,27 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     # after 1M steps (~30 s on 2 CPU cores), 22 after 10M (356 s); random play 0.43. ent_coef
     # 0.03 (not 0.01-0.02) and 256 units got past a plateau at 7 where the policy had stopped
     # exploring. The MLP beat MinAtar's CNN per second on a CPU; "auto" picks the CNN on a GPU.
-    # The other MinAtar games share Breakout's setting (not tuned for them)
+    # The other MinAtar games share Breakout's setting (not tuned for them). With it, seeds 0-2
+    # (`bench --learning`, 10M steps, bf16, 2-core AMD EPYC, 2026-11-26): Space Invaders 444.6,
+    # 347.3, 367.6 in 272-295 s (pgx PPO ~145)
     **{name: {section: dict(v) for section, v in MINATAR.items()} for name in MINATAR_GAMES},
     # Breakout trains on pgx's minimal action set (no-op, left, right: MinAtar's own default
-    # stays the full six) with 512 units: mean return 42.5 after 10M steps on an AMD EPYC with
-    # bf16 (seed 0, 591 s) and 71.5 in fp32 on an Intel Xeon (seed 0, 926 s; 10 after 1.4M
-    # steps); 22.6 with the shared MinAtar setting above
+    # stays the full six) with 512 units: mean return 41.2, 52.8, 36.0 after 10M steps on an AMD
+    # EPYC with bf16 (seeds 0-2, 533-595 s, `bench --learning` 2026-11-26; pgx PPO ~50) and 71.5
+    # in fp32 on an Intel Xeon (seed 0, 926 s; 10 after 1.4M steps); 22.6 with the shared
+    # MinAtar setting above
     "minatar-breakout": {
         "params": {"minimal_action_set": True},
         "model": {**MINATAR["model"], "hidden": 512},
         "ppo": dict(MINATAR["ppo"]),
         "pqn": dict(MINATAR["pqn"]),
+    },
+    # Freeway on pgx's minimal action set too (no-op, up, down): seeds 0-2 ended at 62.8, 62.6,
+    # 62.8 in 266-292 s, where the full six ended at 61.6, 61.5, 61.0 in 303-337 s (`bench
+    # --learning`, 10M steps, bf16, 2-core AMD EPYC, 2026-11-26; pgx PPO ~63)
+    "minatar-freeway": {
+        "params": {"minimal_action_set": True},
+        **{section: dict(v) for section, v in MINATAR.items()},
     },
     "cartpole": {
         # core_size: a recurrent core (model.core) as wide as the torso
@@ -152,10 +162,11 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
 # The learner a game trains with where no layer names one (run.algo, --algo); PPO elsewhere.
 GAME_ALGOS: dict[str, str] = {
     # PQN's preset over 10M steps, seeds 0-2 (2-core AMD EPYC, 2026-11-25, mean of the last
-    # twentieth): 77.3, 76.8, 91.4, past pgx PPO's ~54; PPO's preset ended at 5.2 (seed 0)
+    # twentieth): 77.3, 76.8, 91.4, past pgx PPO's ~54; `bench --learning` 2026-11-26 (bf16,
+    # 10-minute budget: 9.2-9.9M steps): 72.4, 74.7, 87.3. PPO's preset ended at 5.2 (seed 0)
     "minatar-seaquest": "pqn",
-    # the same measure: 37.3, 27.1, 28.8 (median 28.8, worst 27.1), past pgx PPO's 22-25;
-    # PPO's preset ended at 14.7 (seed 0)
+    # the same measures: 37.3, 27.1, 28.8 and, in 392-415 s, 35.1, 29.9, 28.1, past pgx PPO's
+    # 22-25; PPO's preset ended at 14.7 (seed 0)
     "minatar-asterix": "pqn",
 }
 

@@ -192,6 +192,7 @@ def run_suite(
     game's own learner), then write the table, the JSON and the picture; returns every run's
     result."""
     from fasttrain import games as registry
+    from fasttrain.bench.report import load_average
 
     unknown = [g for g in games if g not in registry.names()]
     if unknown:
@@ -206,6 +207,7 @@ def run_suite(
         for seed in seeds
     }  # every config is checked before the first run starts
     out.mkdir(parents=True, exist_ok=True)
+    load = load_average()  # before the first run: the machine's load, not the suite's own
     results = []
     started = time.perf_counter()
     for (game, seed), config in configs.items():
@@ -221,7 +223,7 @@ def run_suite(
             f"after {result.steps:,} steps in {result.seconds:.0f} s at {result.sps:,.0f} SPS"
         )
         results.append(result)
-    write(results, out, time.perf_counter() - started)
+    write(results, out, time.perf_counter() - started, load)
     return results
 
 
@@ -267,15 +269,16 @@ def table(results: list[RunResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(results: list[RunResult], out: Path, wall_s: float) -> None:
-    """``learning.md``, ``learning.json`` and (with matplotlib) ``learning.png`` in ``out``."""
+def write(results: list[RunResult], out: Path, wall_s: float, load_at_start) -> None:
+    """``learning.md``, ``learning.json`` and (with matplotlib) ``learning.png`` in ``out``;
+    ``load_at_start``: the load average before the first run."""
     import numba
 
     from fasttrain.bench.report import machine_info
     from fasttrain.rundir import write_atomic
     from fasttrain.runner import json_safe
 
-    machine = machine_info(numba.get_num_threads())
+    machine = {**machine_info(numba.get_num_threads()), "load_average_at_start": load_at_start}
     when = time.strftime("%Y-%m-%d")
     cores = machine.get("cpu_affinity") or machine.get("cpu_count")
     algos = ", ".join(sorted({r.algo for r in results}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import statistics
@@ -65,6 +66,28 @@ def test_a_second_call_reads_the_finished_runs_instead_of_training_again(suite):
     assert result.exit_code == 0, result.output
     assert "finished before, read as it is" in result.output
     assert (out / "cartpole-ppo-seed0" / "metrics.csv").read_bytes() == before
+
+
+def test_the_load_average_is_the_machines_before_the_first_run(tmp_path, monkeypatch):
+    """The JSON's load average is read before any run starts: read at the end, it would be the
+    suite's own load (2.0 on 2 busy cores) and say the machine was shared when it was not."""
+    report = importlib.import_module("fasttrain.bench.report")  # the package's report() shadows it
+    started = []
+    train = learning.train
+
+    def counted(*args, **kwargs):
+        started.append(True)
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(learning, "train", counted)
+    monkeypatch.setattr(report, "load_average", lambda: [9.0] * 3 if started else [0.25] * 3)
+    out = tmp_path / "suite"
+    args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--steps", "2048"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), *SMALL])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert started  # it trained
+    machine = json.loads((out / "learning.json").read_text())["machine"]
+    assert machine["load_average_at_start"] == [0.25] * 3
 
 
 def test_the_final_score_is_the_mean_of_the_last_twentieth_of_the_steps():

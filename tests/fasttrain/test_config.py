@@ -249,7 +249,8 @@ def test_game_param_presets_and_their_precedence(tmp_path):
         config.overrides()
     )
     # another game's preset does not leak into this one, and a plain load keeps snake's defaults
-    assert cfg.load().layers.params("minatar-freeway") == games.get("minatar-freeway").params_cls()
+    invaders = "minatar-space_invaders"  # a game with no params preset of its own
+    assert cfg.load().layers.params(invaders) == games.get(invaders).params_cls()
     # a file beats the preset, --set beats the file
     path = tmp_path / "mine.toml"
     path.write_text(
