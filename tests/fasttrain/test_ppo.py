@@ -348,8 +348,8 @@ def test_ppo_learns_freeway_and_space_invaders(tmp_path, game, floor):
     (10M steps, bf16, 2-core AMD EPYC, 2026-11-26) Freeway's first episodes, which all end at
     step 2,500 of each game, returned 15.6, 19.0 and 17.4 (seeds 0-2; on the full action set
     13.8, 0.3 and 12.1, and 23-25 at 0.66M steps; random play: 0); Space Invaders passed 20
-    after ~0.4M steps (random play: ~2).
-    The run stops at the first metrics row at the floor or more."""
+    after ~0.4M steps (random play: ~2). The run stops at the first metrics row at the floor or
+    more."""
     config = cfg.from_dict(
         {
             "game": {"name": game, game: {"ppo": {"total_timesteps": 1_500_000}}},
