@@ -141,13 +141,20 @@ def _float(text) -> float:
 # ------------------------------------------------------------------------------- running
 
 
-def finished(run_dir: Path) -> bool:
-    """The run in ``run_dir`` ran to its end (not interrupted, not stopped early)."""
+def finished(run_dir: Path, budget_s: float | None = None) -> bool:
+    """The run in ``run_dir`` ran to its end, or was stopped by a budget of training seconds
+    this call's ``budget_s`` has used up too (a larger budget trains it on); not interrupted."""
     try:
         summary = json.loads((run_dir / "summary.json").read_text())
     except (OSError, ValueError):
         return False
-    return not summary.get("interrupted") and not summary.get("stopped_early")
+    if summary.get("interrupted"):
+        return False
+    if not summary.get("stopped_early"):
+        return True
+    with open(run_dir / "metrics.csv", newline="") as f:
+        last = next(reversed(list(csv.DictReader(f))), {})
+    return budget_s is not None and _float(last.get("time_s")) >= budget_s
 
 
 def train(config, run_dir: Path, budget_s: float | None, echo) -> None:
@@ -212,7 +219,7 @@ def run_suite(
     started = time.perf_counter()
     for (game, seed), config in configs.items():
         run_dir = out / f"{game}-{learner_of(game, algo)}-seed{seed}"
-        if finished(run_dir):
+        if finished(run_dir, budget_s):
             echo(f"{run_dir}: finished before, read as it is")
         else:
             echo(f"{game} seed {seed}: training into {run_dir}")
@@ -223,7 +230,11 @@ def run_suite(
             f"after {result.steps:,} steps in {result.seconds:.0f} s at {result.sps:,.0f} SPS"
         )
         results.append(result)
-    write(results, out, time.perf_counter() - started, load)
+    changes = [f"--set {item}" for item in sets]  # what this call changed, for the header
+    for flag, value in (("--algo", algo), ("--steps", steps), ("--budget", budget_s)):
+        if value:
+            changes.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
+    write(results, out, time.perf_counter() - started, load, changes)
     return results
 
 
@@ -269,7 +280,7 @@ def table(results: list[RunResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(results: list[RunResult], out: Path, wall_s: float, load_at_start) -> None:
+def write(results: list[RunResult], out: Path, wall_s: float, load_at_start, changes=()) -> None:
     """``learning.md``, ``learning.json`` and (with matplotlib) ``learning.png`` in ``out``;
     ``load_at_start``: the load average before the first run."""
     import numba
@@ -282,10 +293,12 @@ def write(results: list[RunResult], out: Path, wall_s: float, load_at_start) -> 
     when = time.strftime("%Y-%m-%d")
     cores = machine.get("cpu_affinity") or machine.get("cpu_count")
     algos = ", ".join(sorted({r.algo for r in results}))
+    # what the call changed on the presets, so the table never calls an ablation the defaults
+    changed = f" with {' '.join(changes)}" if changes else ""
     text = (
-        f"Learning with the default presets ({algos}), {machine.get('cpu', '?')}, {cores} cores, "
-        f"{when}. Final: the mean of the metrics rows in the last {FINAL_SHARE:.0%} of a run's "
-        "steps; seconds are training seconds.\n\n"
+        f"Learning with the default presets ({algos}){changed}, {machine.get('cpu', '?')}, "
+        f"{cores} cores, {when}. Final: the mean of the metrics rows in the last "
+        f"{FINAL_SHARE:.0%} of a run's steps; seconds are training seconds.\n\n"
     ) + table(results)
     write_atomic(out / "learning.md", text)
     payload = {
@@ -293,6 +306,7 @@ def write(results: list[RunResult], out: Path, wall_s: float, load_at_start) -> 
         "date": when,
         "algos": {r.game: r.algo for r in results},
         "wall_s": round(wall_s, 1),
+        "changes": list(changes),
         "final_share": FINAL_SHARE,
         "references": {g: dataclasses.asdict(r) for g, r in REFERENCES.items()},
         "runs": [{k: v for k, v in dataclasses.asdict(r).items() if k != "curve"} for r in results],

@@ -93,6 +93,9 @@ class PPOConfig:
     """clip the value loss as in the PPO paper"""
     ent_coef: float = 0.01
     """entropy bonus coefficient"""
+    anneal_ent: bool = False
+    """decay ent_coef linearly to 0 over total_timesteps, as anneal_lr does the learning rate:
+    exploration early, a sharper policy late"""
     vf_coef: float = 0.5
     """value loss coefficient"""
     max_grad_norm: float = 0.5
@@ -271,6 +274,8 @@ class Trainer(TrainerBase):
         if self.decoupled:
             self.b_prox_logprobs = torch.zeros(self.batch_size, device=self.device)
         self.storage.obs[0].copy_(env.obs)
+        # a tensor, so annealing it (ppo.anneal_ent) changes no compiled graph
+        self.ent_coef = torch.tensor(float(args.ent_coef), device=self.device)
         warn_always, warn = warn, warn_once(warn)  # one compile warning for both steps
         self.compile_mode = self.compile_mode_for(AUTO_COMPILE, recurrent=self.recurrent)
         self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
@@ -549,7 +554,7 @@ class Trainer(TrainerBase):
             )
         else:
             v_loss = 0.5 * ((new_values - b_returns) ** 2).mean()
-        loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+        loss = pg_loss - self.ent_coef * entropy + args.vf_coef * v_loss
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
@@ -640,6 +645,8 @@ class Trainer(TrainerBase):
         if args.anneal_lr:
             frac = 1.0 - self.iteration / self.num_iterations
             set_learning_rate(self.optimizer, frac * args.learning_rate)
+        if args.anneal_ent:
+            self.ent_coef.fill_((1.0 - self.iteration / self.num_iterations) * args.ent_coef)
         self.prepare_batch()
         if self.decoupled:
             self.proximal_logprobs()

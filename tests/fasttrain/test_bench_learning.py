@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib
 import json
 import math
@@ -43,12 +44,16 @@ def test_the_suite_trains_every_game_and_seed_and_writes_its_table(suite):
             run_dir = out / f"{game}-ppo-seed{seed}"
             assert json.loads((run_dir / "summary.json").read_text())["global_step"] == 2048
     lines = (out / "learning.md").read_text().splitlines()
+    # the header names what the call changed: these are not the presets' own runs
+    assert lines[0].startswith("Learning with the default presets (ppo) with --set game.snake")
+    assert "--set model.hidden=32 --steps 2048, " in lines[0]
     rows = [line for line in lines if line.startswith("| cartpole") or line.startswith("| snake")]
     assert len(rows) == 2
     cells = rows[0].strip("|").split("|")
     assert [c.strip() for c in cells[:3]] == ["cartpole", "ppo", "0, 1"]
     assert "475 return" in cells[5]
     data = json.loads((out / "learning.json").read_text())
+    assert data["changes"][-2:] == ["--set model.hidden=32", "--steps 2048"]
     finals = {(r["game"], r["seed"]): r["final"] for r in data["runs"]}
     assert set(finals) == {("cartpole", 0), ("cartpole", 1), ("snake", 0), ("snake", 1)}
     median = statistics.median([finals["cartpole", 0], finals["cartpole", 1]])
@@ -88,6 +93,35 @@ def test_the_load_average_is_the_machines_before_the_first_run(tmp_path, monkeyp
     assert started  # it trained
     machine = json.loads((out / "learning.json").read_text())["machine"]
     assert machine["load_average_at_start"] == [0.25] * 3
+
+
+def test_a_run_the_budget_cut_is_read_again_under_that_budget_and_trained_on_under_more(
+    tmp_path,
+):
+    """Read again with the same --budget, a run the budget stopped is finished: resumed, it
+    would train one more iteration and change its own final score. A larger budget trains it
+    on from its checkpoint."""
+    out = tmp_path / "suite"
+    base = ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--steps", "1000000"]
+    base += ["--out", str(out), *SMALL]
+    run_dir = out / "cartpole-ppo-seed0"
+
+    def call(budget):
+        result = CliRunner().invoke(main, [*base, "--budget", str(budget)])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return result.output
+
+    call(0.3)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_early"] and summary["global_step"] < 1_000_000, summary
+    before = (run_dir / "metrics.csv").read_bytes()
+    assert "finished before, read as it is" in call(0.3)
+    assert (run_dir / "metrics.csv").read_bytes() == before
+    with open(run_dir / "metrics.csv", newline="") as f:
+        used = float(list(csv.DictReader(f))[-1]["time_s"])  # the first row may pass 0.3 s
+    assert "training into" in call(used + 0.5)
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert after["global_step"] > summary["global_step"]
 
 
 def test_the_final_score_is_the_mean_of_the_last_twentieth_of_the_steps():

@@ -114,6 +114,32 @@ def test_training_changes_the_policy_and_logs_finite_losses(tmp_path):
     assert (trainer.storage.obs[:, :, 1].sum(dim=(2, 3)) == 1).all()  # exactly one head per board
 
 
+def test_anneal_ent_decays_the_entropy_bonus_with_the_iterations():
+    def trainer(anneal):
+        ppo = {"ent_coef": 0.05, "anneal_ent": anneal}
+        return Trainer(tiny(16 * 8 * 4, game={"snake": {"ppo": ppo}}), warn=lambda *_: None)
+
+    annealed, fixed = trainer(True), trainer(False)
+    assert annealed.num_iterations == 4
+    seen, kept = [], []
+    for _ in range(4):
+        annealed.iterate()
+        fixed.iterate()
+        seen.append(float(annealed.ent_coef))
+        kept.append(float(fixed.ent_coef))
+    # the coefficient each update used: 0.05 at the first, falling by a quarter per iteration
+    np.testing.assert_allclose(seen, [0.05, 0.0375, 0.025, 0.0125], rtol=1e-6)
+    np.testing.assert_allclose(kept, [0.05] * 4, rtol=1e-6)
+    # and the loss carries it: the loss moves by -(change) * entropy
+    mb = torch.arange(annealed.minibatch_size)
+    annealed.ent_coef.fill_(0.0)
+    base, stats = annealed.loss(mb)
+    annealed.ent_coef.fill_(0.5)
+    other, _ = annealed.loss(mb)
+    assert stats[2] > 0.1  # a policy with entropy left to reward
+    torch.testing.assert_close(other - base, -0.5 * stats[2])
+
+
 def test_truncated_steps_bootstrap_from_final_obs_value():
     config = tiny(512, game={"snake": {"max_steps_without_food": 3}})
     trainer = Trainer(config, warn=lambda *_: None)
@@ -319,20 +345,19 @@ def test_ppo_learns_minatar_breakout(tmp_path):
     a 2-core Intel Xeon; 1.04M, 77 s, on a 2-core AMD EPYC; random play: 0.4). The run stops
     at the first metrics row (one iteration's episodes) at 10 or more. It runs in fp32 on every
     CPU, where amp=auto would pick bf16 on some (AVX512-BF16, AMX) and not on others: in bf16 on
-    the EPYC, seeds 1-4 reached 10 after 0.45-0.64M steps while seed 0 stayed near 6.7."""
+    the EPYC, seeds 1-4 reached 10 after 0.45-0.64M steps while seed 0 stayed near 6.7. The
+    run keeps the preset's 10M steps, so its learning rate and entropy bonus decay as in a real
+    run, and stops at the floor or at 2M steps."""
     config = cfg.from_dict(
         {
-            "game": {
-                "name": "minatar-breakout",
-                "minatar-breakout": {"ppo": {"total_timesteps": 2_000_000}},
-            },
+            "game": {"name": "minatar-breakout"},
             "run": {"amp": "off"},
             "log": {"progress": False, "curves": False},
         }
     )
 
     def reached(row) -> bool:
-        return float(row["charts/episodic_return"]) >= 10.0
+        return float(row["charts/episodic_return"]) >= 10.0 or int(row["global_step"]) >= 2e6
 
     summary = run(config, out=tmp_path / "breakout", echo=lambda *_: None, on_row=reached)
     assert summary["stopped_early"] and summary["episodic_return"] >= 10.0, summary
@@ -348,18 +373,15 @@ def test_ppo_learns_freeway_and_space_invaders(tmp_path, game, floor):
     (10M steps, bf16, 2-core AMD EPYC, 2026-11-26) Freeway's first episodes, which all end at
     step 2,500 of each game, returned 15.6, 19.0 and 17.4 (seeds 0-2; on the full action set
     13.8, 0.3 and 12.1, and 23-25 at 0.66M steps; random play: 0); Space Invaders passed 20
-    after ~0.4M steps (random play: ~2). The run stops at the first metrics row at the floor or
-    more."""
+    after ~0.4M steps (random play: ~2). The run keeps the preset's schedules (10M steps) and
+    stops at the first metrics row at the floor or more, or at 1.5M steps."""
     config = cfg.from_dict(
-        {
-            "game": {"name": game, game: {"ppo": {"total_timesteps": 1_500_000}}},
-            "log": {"progress": False, "curves": False},
-        }
+        {"game": {"name": game}, "log": {"progress": False, "curves": False}},
     )
     assert config.run.algo == "ppo"
 
     def reached(row) -> bool:
-        return float(row["charts/episodic_return"]) >= floor
+        return float(row["charts/episodic_return"]) >= floor or int(row["global_step"]) >= 1.5e6
 
     summary = run(config, out=tmp_path / "run", echo=lambda *_: None, on_row=reached)
     assert summary["stopped_early"] and summary["episodic_return"] >= floor, summary
