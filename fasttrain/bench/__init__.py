@@ -192,8 +192,8 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
     "--out",
     type=click.Path(file_okay=False),
     default=None,
-    help="--learning: folder of the runs and the results; a finished run there is read, not "
-    "run again [default: runs/learning-<algo>-<time>].",
+    help="--learning: folder of the runs and the results; a finished run there (or one this "
+    "--budget cut) is read, not run again [default: runs/learning-<algo>-<time>].",
 )
 @click.option(
     "--set",

@@ -13,8 +13,9 @@ each run in its own run directory under ``--out``. The suite then reads every ru
 
 The final score of a run is the mean of its metrics rows in the last ``FINAL_SHARE`` of its
 steps (one row holds only the episodes of one iteration, which swing from row to row). A run that
-finished before (its ``summary.json`` says it ran to its end) is read, not run again, and one cut
-short resumes from its checkpoint, so a suite of hours can be stopped and continued.
+finished before (its ``summary.json`` says it ran to its end, or this call's ``--budget`` stopped
+it) is read, not run again, and one cut short resumes from its checkpoint, so a suite of hours
+can be stopped and continued.
 """
 
 from __future__ import annotations
