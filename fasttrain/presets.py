@@ -117,7 +117,8 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     # constant entropy bonus
     "minatar-freeway": {
         "params": {"minimal_action_set": True},
-        **{section: dict(v) for section, v in MINATAR.items()},
+        "model": dict(MINATAR["model"]),
+        "pqn": dict(MINATAR["pqn"]),
         # the entropy bonus decays with the learning rate (ppo.anneal_ent): seeds 0-2 ended at
         # 64.3, 64.1, 64.0 in 274-302 s (the same measure and day; constant: the 62.8s above)
         "ppo": {**MINATAR["ppo"], "anneal_ent": True},
@@ -125,7 +126,8 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
     # Space Invaders with the entropy bonus decaying too: seeds 0-2 ended at 699.4, 745.2, 497.2
     # in 261-280 s (the same measure and day; constant: 444.6, 347.3, 367.6, above)
     "minatar-space_invaders": {
-        **{section: dict(v) for section, v in MINATAR.items()},
+        "model": dict(MINATAR["model"]),
+        "pqn": dict(MINATAR["pqn"]),
         "ppo": {**MINATAR["ppo"], "anneal_ent": True},
     },
     "cartpole": {

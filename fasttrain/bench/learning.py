@@ -153,9 +153,14 @@ def finished(run_dir: Path, budget_s: float | None = None) -> bool:
         return False
     if not summary.get("stopped_early"):
         return True
-    with open(run_dir / "metrics.csv", newline="") as f:
-        last = next(reversed(list(csv.DictReader(f))), {})
-    return budget_s is not None and _float(last.get("time_s")) >= budget_s
+    if budget_s is None:
+        return False
+    try:
+        with open(run_dir / "metrics.csv", newline="") as f:
+            last = next(reversed(list(csv.DictReader(f))), {})
+    except OSError:  # no rows to read: train it (again)
+        return False
+    return _float(last.get("time_s")) >= budget_s
 
 
 def train(config, run_dir: Path, budget_s: float | None, echo) -> None:

@@ -642,11 +642,11 @@ class Trainer(TrainerBase):
     def update(self) -> dict:
         args = self.args
         t0 = time.perf_counter()
+        frac = 1.0 - self.iteration / self.num_iterations  # of the schedules' values left
         if args.anneal_lr:
-            frac = 1.0 - self.iteration / self.num_iterations
             set_learning_rate(self.optimizer, frac * args.learning_rate)
         if args.anneal_ent:
-            self.ent_coef.fill_((1.0 - self.iteration / self.num_iterations) * args.ent_coef)
+            self.ent_coef.fill_(frac * args.ent_coef)
         self.prepare_batch()
         if self.decoupled:
             self.proximal_logprobs()
