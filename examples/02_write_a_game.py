@@ -38,7 +38,7 @@ from fasttrain.runner import run
 
 # --------------------------------------------------------------------------- the game: Catch
 #
-# In games/<name>.py the module docstring is the game's spec; in this script it is this comment.
+# In fasttrain/games/<name>.py the docstring is the game's spec; in this script it is this comment.
 #
 # Catch: a ball falls one row per step down a rows x cols board; catch it with the paddle.
 # Observation: float32 (3,): ball row / (rows-1), ball column / (cols-1), paddle column / (cols-1).

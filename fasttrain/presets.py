@@ -159,7 +159,7 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
             "q_lambda": 0.9,
             "exploration_fraction": 0.14,
         },
-        # passes tests/fasttrain/test_dqn.py's learning test
+        # passes tests/fasttrain/learners/test_dqn.py's learning test
         "dqn": {
             "num_envs": 16,
             "num_steps": 32,

@@ -1,7 +1,6 @@
 """Config: code defaults equal config.toml, overrides apply, bad input fails with one line."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import tomllib
@@ -10,8 +9,7 @@ from fasttrain import config as cfg
 from fasttrain import configfile, games
 from fasttrain.learners import LEARNERS
 from fasttrain.learners.ppo import PPOConfig
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli import ROOT
 
 
 def test_config_toml_equals_code_defaults():

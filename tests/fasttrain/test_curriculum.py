@@ -26,7 +26,7 @@ from fasttrain.errors import ConfigError
 from fasttrain.kernels import get_backend
 from fasttrain.learners import LEARNERS
 from fasttrain.runner import STAGE_COLUMN, run
-from tests.cli import header
+from tests.cli import ROOT, header
 
 # a small arena with room for two bots (none active unless a stage says so)
 ARENA = dict(width=12, height=12, num_snakes=2, num_food=4, vision=2, max_bots=2)
@@ -503,7 +503,7 @@ def test_resume_from_a_checkpoint_between_rows_equals_a_straight_run(tmp_path):
 
 
 def test_the_shipped_arena_curriculum_loads_with_three_stages_ending_with_greedy_bots():
-    path = Path(__file__).resolve().parents[2] / "examples" / "arena_curriculum.toml"
+    path = ROOT / "examples" / "arena_curriculum.toml"
     config = cfg.load(path)
     assert config.game.name == "arena" and len(config.curriculum) >= 3
     stages = [config.stage_params(k) for k in range(len(config.curriculum))]

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from fasttrain import checkpoint, distributed
+from tests.cli import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SETS = [
     "--game", "cartpole",
     "--set", "game.cartpole.ppo.num_envs=16",

@@ -20,8 +20,8 @@ from fasttrain import config as cfg
 from fasttrain import sweep as sweeping
 from fasttrain.cli import main
 from fasttrain.errors import ConfigError
+from tests.cli import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE = """
 [run]
 device = "cpu"

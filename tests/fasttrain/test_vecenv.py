@@ -528,7 +528,7 @@ def test_stats_means_then_clear(snake):
 
 # ------------------------------------------------------------------------------- set_params
 
-# the 10x10 arena of tests/games/test_arena.py: two agents, two bot slots (one active)
+# the 10x10 arena of tests/fasttrain/games/test_arena.py: two agents, two bot slots (one active)
 BOT_ARENA = {"width": 10, "height": 10, "vision": 2, "num_snakes": 2, "num_food": 0}
 BOT_ARENA |= {"max_bots": 2, "num_bots": 1, "bot_policy": "greedy"}
 
@@ -540,7 +540,7 @@ def _arena(backend="cpu", seed=0, **params):
 def _eat_and_die(env):
     """Agent 0 eats the food to its right, agent 1 runs up into the wall; the bot is far off.
     Returns the two rewards."""
-    from tests.games.test_arena import place
+    from tests.fasttrain.games.test_arena import place
 
     place(env, [[(4, 2), (4, 3)], [(2, 7)], [(7, 2)], []], food=[(4, 4)])
     _, rewards, terminated, _ = env.step(np.array([3, 0]))
@@ -678,7 +678,7 @@ def test_set_params_with_a_bad_value_raises_the_make_params_error_changing_nothi
 def test_outputs_bound_before_set_params_step_with_the_new_values(backend, how):
     """Outputs bound (or cached for obs_out) before set_params carry the new params: rewards
     and bot moves follow the change, observations still land in the caller's buffers."""
-    from tests.games.test_arena import cells, place
+    from tests.fasttrain.games.test_arena import cells, place
 
     env = _arena(backend, num_bots=1)
     storage = torch.zeros((3, env.num_rows, *env.obs_shape), dtype=env.obs_dtype)
