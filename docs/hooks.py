@@ -3,10 +3,11 @@
 ``<!-- game: NAME -->`` on a page becomes the game's GIF (docs/assets/games/NAME.gif, made by
 docs/make_assets.py), its rules (the game module's docstring, which is its spec) and a table of
 its parameters (the params dataclass: name, default and the docstring under each field).
+``<!-- games: others -->`` becomes a section, headed by the game's name, for every registered
+game the page does not place with its own marker: a new game joins the Games page with no edit.
 ``<!-- config: SECTION -->`` becomes the table of a config section (``run``, ``model``, ``log``
-or a learner's: its dataclass's fields, defaults and docstrings). The Games page must hold a
-game marker per registered game and the Algorithms page a config marker per registered learner:
-a new game or learner without its section fails the build.
+or a learner's: its dataclass's fields, defaults and docstrings). The Algorithms page must hold a
+config marker per registered learner: a new learner without its section fails the build.
 """
 
 from __future__ import annotations
@@ -14,21 +15,22 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
+from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+DOCS = Path(__file__).resolve().parent  # the docs folder: this file sits in it
 # a marker is a line of its own (so prose can quote one in backticks)
 MARKER = re.compile(r"^<!-- game: ([\w-]+) -->$", re.M)
+OTHERS = re.compile(r"^<!-- games: others -->$", re.M)
 CONFIG = re.compile(r"^<!-- config: (\w+) -->$", re.M)
 
 
 def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri == "games.md":
-        from fasttrain import games
-
-        missing = sorted(set(games.names()) - set(MARKER.findall(markdown)))
-        if missing:
-            raise PluginError(f"docs/games.md has no section for {', '.join(missing)}")
+        if not OTHERS.search(markdown):
+            raise PluginError("docs/games.md has no <!-- games: others --> marker")
+        markdown = OTHERS.sub(lambda m: other_games(set(MARKER.findall(markdown))), markdown)
     if page.file.src_uri == "algorithms.md":
         from fasttrain.learners import LEARNERS
 
@@ -63,6 +65,14 @@ def config_table(section: str) -> str:
     return "\n".join(fields_table(SECTIONS[section], f"{section}."))
 
 
+def other_games(placed: set[str]) -> str:
+    """A section (``### name`` and its game section) per registered game not in ``placed``."""
+    from fasttrain import games
+
+    others = [name for name in games.names() if name not in placed]
+    return "\n\n".join(f"### {name}\n\n{game_section(name)}" for name in others)
+
+
 def game_section(name: str) -> str:
     """The GIF, the rules and the parameters of game ``name``, as Markdown."""
     from fasttrain import games
@@ -74,8 +84,14 @@ def game_section(name: str) -> str:
     params = spec.params_cls()
     doc = importlib.import_module(spec.params_cls.__module__).__doc__ or ""
     shape = " x ".join(str(s) for s in spec.obs_shape(params))
+    gif = DOCS / "assets" / "games" / f"{name}.gif"
+    picture = (
+        f"![{name}](assets/games/{name}.gif){{ width=256 }}"
+        if gif.exists()
+        else f"(No picture yet: `python docs/make_assets.py --only {name}` makes it.)"
+    )
     lines = [
-        f"![{name}](assets/games/{name}.gif){{ width=256 }}",
+        picture,
         "",
         f"`fasttrain.make({name!r})`: observations {spec.obs_dtype.__name__} ({shape}), "
         f"{spec.actions(params)} actions, {spec.agents(params)} agent"

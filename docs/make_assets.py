@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # game -> agent steps to train (0: random play), GIF steps and frames per second. The budgets are
-# short of each game's default run: enough to show play that is clearly not random.
+# short of each game's default run: enough to show play that is clearly not random. A registered
+# game without an entry gets RANDOM_PLAY.
+RANDOM_PLAY = (0, 200, 10)
 PLAN = {
     "snake": (12_000_000, 300, 15),
     "cartpole": (200_000, 200, 30),
@@ -86,16 +88,19 @@ def agents_gif(runs: dict, out: Path, steps: int = 200, fps: float = 15, side: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=sorted(PLAN), action="append", help="games to make")
+    from fasttrain import games as registry
+
+    names = registry.names()
+    parser.add_argument("--only", choices=names, action="append", help="games to make")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the training budgets")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "assets")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "assets")
     args = parser.parse_args()
-    games = args.only or list(PLAN)
+    games = args.only or names
     (args.out / "games").mkdir(parents=True, exist_ok=True)
     runs = {}
     for game in games:
-        steps, gif_steps, fps = PLAN[game]
+        steps, gif_steps, fps = PLAN.get(game, RANDOM_PLAY)
         run = train(game, max(1, round(steps * args.scale)) if steps else 0, args.runs)
         runs[game] = run
         gif = args.out / "games" / f"{game}.gif"

@@ -92,3 +92,38 @@ def test_the_readme_links_and_pictures_exist_and_stay_small():
     assert len(pictures) >= 10
     for picture in pictures:  # committed pictures stay small
         assert picture.stat().st_size < 300 * 1024, picture
+
+
+def load_hooks():
+    """docs/hooks.py, the MkDocs hooks module, loaded from its path (docs/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_a_new_game_joins_the_games_page_with_no_edit_of_the_page():
+    """A registered game the page does not place gets its own section from the 'others' marker:
+    its name, its rules (the module docstring), its params table and, with no GIF made yet, the
+    command that makes it; games the page places by hand are not repeated."""
+    from fasttrain import games
+    from tests.fasttrain.kernels.test_user_game import FORAGE
+
+    hooks = load_hooks()
+    page = type("Page", (), {"file": type("File", (), {"src_uri": "games.md"})()})()
+    markdown = "## Snake\n\n<!-- game: snake -->\n\n## More\n\n<!-- games: others -->\n"
+    games.register(FORAGE, overwrite=True)
+    try:
+        out = hooks.on_page_markdown(markdown, page, None, None)
+    finally:
+        games._REGISTRY.pop(FORAGE.name, None)
+    assert "### test_forage" in out
+    assert "python docs/make_assets.py --only test_forage" in out
+    assert "| `rule` |" in out  # its params table (ForageParams.rule)
+    assert "### snake" not in out and out.count("assets/games/snake.gif") == 1
+    for name in games.names():  # every built-in game once
+        assert out.count(f"assets/games/{name}.gif") == 1, name
+    with pytest.raises(Exception, match="others"):
+        hooks.on_page_markdown("<!-- game: snake -->\n", page, None, None)
