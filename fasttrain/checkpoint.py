@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from fasttrain import config as cfg
-from fasttrain import distributed, games, statefile
+from fasttrain import games, statefile
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import write_atomic
@@ -324,50 +324,6 @@ def nonfinite_weight(state: dict) -> str | None:
             if tensor.is_floating_point() and not torch.isfinite(tensor).all():
                 return f"{key}.{name}"
     return None
-
-
-class Checkpointer:
-    """Writes a run's checkpoint every ``interval`` iterations and at its last one.
-
-    The payload is the trainer's state plus what ``rank_parts`` add (``state_dict()`` of each,
-    e.g. the curriculum), gathered from every rank to rank 0, which adds what ``run_parts`` add
-    (the episode means, the clock) and writes it with the run's identity and config. A state
-    with any network that is not finite is refused, so a good checkpoint is never overwritten.
-    """
-
-    def __init__(self, trainer, out: Path, ranks, identity: dict, config_text: str, interval):
-        self.trainer, self.out, self.ranks, self.interval = trainer, Path(out), ranks, interval
-        self.identity, self.config_text = identity, config_text
-        self.rank_parts: list = []  # every rank's: their state goes into each rank's payload
-        self.run_parts: list = []  # rank 0's: their state goes into the file once
-
-    def after_iteration(self, boundary) -> bool:
-        if boundary.last or self.trainer.iteration % self.interval == 0:
-            self.save()
-        return False
-
-    def save(self) -> None:
-        payload = self.trainer.state_dict()
-        for part in self.rank_parts:
-            payload.update(part.state_dict())
-        states = distributed.gather_states(payload, self.ranks)  # every rank's, on rank 0
-        if not self.ranks.main:
-            return
-        if any(nonfinite_weight(s) for s in states):  # never overwrite a good checkpoint
-            raise RunError(
-                f"weights are not finite at step {self.trainer.global_step:,}; the last "
-                f"good checkpoint in {self.out} is kept"
-            )
-        payload = states[0]
-        if self.ranks.enabled:  # the other ranks' states (environments, streams), for a resume
-            payload = {**payload, "rank_states": states[1:]}
-        payload = {**payload, "identity": self.identity, "config": self.config_text}
-        for part in self.run_parts:
-            payload.update(part.state_dict())
-        save(self.out / FILENAME, payload)
-
-    def close(self) -> None:
-        pass
 
 
 class Agent:

@@ -178,25 +178,3 @@ class Curriculum:
         self.stage_start = int(state["stage_start"])
         self.batches = deque((float(mean), int(n)) for mean, n in state["batches"])
         self.apply()
-
-
-class Promoter:
-    """The curriculum as a part of a run (see ``fasttrain.runner``): after each iteration it
-    records the stage the iteration played in, feeds it the iteration's episode stats and notes
-    a promotion for the console; its state goes into every checkpoint."""
-
-    def __init__(self, curriculum: Curriculum):
-        self.curriculum = curriculum
-
-    def after_iteration(self, boundary) -> bool:
-        boundary.stage = self.curriculum.stage  # the one this iteration played in
-        promotion = self.curriculum.update(boundary.stats, boundary.trainer.global_step)
-        if promotion is not None:
-            boundary.notes.append(str(promotion))
-        return False
-
-    def state_dict(self) -> dict:
-        return {"curriculum": self.curriculum.state_dict()}
-
-    def close(self) -> None:
-        pass

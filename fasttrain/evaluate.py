@@ -60,26 +60,10 @@ def evaluate(
         game, num_envs=num_envs, backend="cpu", seed=seed, action_repeat=action_repeat, **params
     )
     generator = torch.Generator().manual_seed(seed)
-    sums = {k: env.arrays[f"done_{k}"] for k in ("return", "score", "length")}
-    previous = {k: v.copy() for k, v in sums.items()}
-    ended: dict[str, list] = {k: [] for k in sums}
-    start, steps = time.perf_counter(), 0
+    start = time.perf_counter()
     if getattr(act, "is_recurrent", False):
         act.reset()
-    episode_starts = None
-    with torch.inference_mode():
-        while len(ended["return"]) < episodes and steps < max_steps:
-            if act is None:
-                actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
-            else:
-                actions = choose(act, env.obs, episode_starts)
-            env.step(actions)
-            steps += 1
-            episode_starts = env.terminated | env.truncated
-            rows = np.flatnonzero(episode_starts.numpy())
-            for key, total in sums.items():  # the ended episode's value: what its row just added
-                ended[key].extend((total[rows] - previous[key][rows]).tolist())
-                previous[key][rows] = total[rows]
+    ended, steps = play(env, act, generator, episodes, max_steps)
     values = {k: np.asarray(v[:episodes], dtype=np.float64) for k, v in ended.items()}
     n = len(values["return"])
     seconds = time.perf_counter() - start
@@ -103,6 +87,30 @@ def evaluate(
         seconds=seconds,
         bots=bots,
     )
+
+
+def play(env, act: Callable | None, generator, episodes: int, max_steps: int):
+    """Step ``env`` until ``episodes`` episodes have ended or ``max_steps`` steps were taken;
+    returns the return, score and length of each episode that ended, in the order they ended
+    (row order within a step), and the steps taken."""
+    sums = {k: env.arrays[f"done_{k}"] for k in ("return", "score", "length")}
+    previous = {k: v.copy() for k, v in sums.items()}
+    ended: dict[str, list] = {k: [] for k in sums}
+    steps, episode_starts = 0, None
+    with torch.inference_mode():
+        while len(ended["return"]) < episodes and steps < max_steps:
+            if act is None:
+                actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
+            else:
+                actions = choose(act, env.obs, episode_starts)
+            env.step(actions)
+            steps += 1
+            episode_starts = env.terminated | env.truncated
+            rows = np.flatnonzero(episode_starts.numpy())
+            for key, total in sums.items():  # the ended episode's value: what its row just added
+                ended[key].extend((total[rows] - previous[key][rows]).tolist())
+                previous[key][rows] = total[rows]
+    return ended, steps
 
 
 def choose(act: Callable, obs, episode_starts):

@@ -5,12 +5,8 @@ written atomically, SIGINT and SIGTERM stop the run at an iteration boundary wit
 and weights that are not finite are never saved. The same seed gives the same metrics.csv
 (all columns but time and SPS): rows are written every ``log.csv_every`` iterations.
 
-The loop (``_train``) is one screen: ``trainer.iterate()``, then the run's parts, in order, at
-each iteration boundary. A part is a small object with ``after_iteration(boundary) -> bool``
-(true: end the run after this boundary) and ``close()``; one with ``state_dict()`` adds to the
-checkpoint. In order: the time left, the progress bar, the NaN guard, the episode statistics,
-the curriculum, the metrics row, its sinks (metrics.csv, dashboards, ``on_row``), the console
-line, the checkpointer and the stop signals.
+The loop (``_train``) is one screen: ``trainer.iterate()``, then the run's parts (see
+``fasttrain.parts``), in order, at each iteration boundary.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -30,12 +26,28 @@ from fasttrain import checkpoint, dashboards, distributed, metrics
 from fasttrain import config as cfg
 from fasttrain.config import Config
 from fasttrain.configfile import CONFIG_HEADER, to_toml
-from fasttrain.curriculum import Curriculum, Promoter
+from fasttrain.curriculum import Curriculum
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.kernels.compiling import notices_to
 from fasttrain.learners import LEARNERS
 from fasttrain.metrics import STAGE_COLUMN  # noqa: F401 - the column's name, for readers
+from fasttrain.parts import (
+    Boundary,
+    Checkpointer,
+    Clock,
+    Console,
+    EpisodeStats,
+    MetricsRow,
+    NanGuard,
+    OnRow,
+    ProgressBar,
+    Promoter,
+    Signals,
+    Sink,
+    TimeLeft,
+    check_order,
+)
 from fasttrain.rundir import RunLock, check_writable, write_atomic
 from fasttrain.startup import EXIT_CODES
 
@@ -129,256 +141,6 @@ def pictures(config: Config, out: Path, echo) -> None:
             echo(f"replay: {path} ({len(frames)} frames)")
         except Exception as exc:  # noqa: BLE001
             echo(f"warning: replay.gif not written: {str(exc).splitlines()[0]}")
-
-
-# ------------------------------------------------------------------------------- the parts
-
-
-@dataclass
-class Boundary:
-    """One iteration boundary, as the parts see it (each may add to it for the next ones)."""
-
-    trainer: object
-    losses: dict
-    now: float  # perf_counter at the boundary
-    last: bool  # the run ends here (its last iteration, a stop signal, on_row)
-    signum: int | None  # the stop signal every rank agreed on, if any
-    row_due: bool  # a metrics row is written at this boundary
-    stats: dict = field(default_factory=dict)  # this iteration's episode stats, when read
-    stage: int | None = None  # the curriculum stage this iteration played in
-    row: dict | None = None  # the metrics row, when due
-    split: dict | None = None  # where the time went since the last row
-    eta: str = "--"  # the time left, as the log line shows it
-    notes: list = field(default_factory=list)  # lines to print after the console line
-
-
-class Clock:
-    """Training seconds: since this process's first iteration, plus those of the run before a
-    resume (``time_s`` in the checkpoint)."""
-
-    def __init__(self, state: dict | None):
-        self.start = time.perf_counter()
-        self.offset = state.get("time_s", 0.0) if state else 0.0
-
-    def time_s(self, now: float | None = None) -> float:
-        return self.offset + (now if now is not None else time.perf_counter()) - self.start
-
-    def state_dict(self) -> dict:
-        return {"time_s": self.time_s()}
-
-
-class TimeLeft:
-    """The time left at the speed since this process's first iteration boundary: the first
-    iteration holds the compiles (torch.compile, the learner's kernels on a cold cache), which
-    at the speed since the start would read hours for a run of minutes. It reads ``--`` until
-    a second boundary has measured the speed."""
-
-    def __init__(self, trainer, planned: int):
-        self.trainer, self.planned = trainer, planned
-        self.origin: tuple[int, float] | None = None  # (global_step, time) at the first boundary
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        step = self.trainer.global_step
-        if self.origin is None:
-            self.origin = (step, boundary.now)
-        done, seconds = step - self.origin[0], boundary.now - self.origin[1]
-        boundary.eta = metrics.time_left(self.planned - step, done, seconds)
-        return False
-
-    def close(self) -> None:
-        pass
-
-
-class ProgressBar:
-    """click's progress bar over the steps this process takes (stdout a terminal only), with
-    the time left of ``TimeLeft`` (click's own estimate would count the compiles)."""
-
-    def __init__(self, trainer, planned: int):
-        self.trainer, self.step = trainer, trainer.global_step
-        label = "training" if not self.step else f"training from step {self.step:,}"
-        self.bar = click.progressbar(
-            length=planned - self.step,
-            label=label,
-            show_eta=False,
-            item_show_func=lambda eta: None if eta is None else f"ETA {eta}",
-        )
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        self.bar.update(self.trainer.global_step - self.step, current_item=boundary.eta)
-        self.step = self.trainer.global_step
-        return False
-
-    def close(self) -> None:
-        self.bar.render_finish()
-
-
-class NanGuard:
-    """Stops the run in one line after ``patience`` optimizer updates in a row were skipped
-    for a non-finite loss or gradient (the learners skip each one; this counts them)."""
-
-    def __init__(self, trainer, patience: int, out: Path):
-        self.trainer, self.patience, self.out = trainer, patience, out
-        self.in_a_row, self.updates = 0, trainer.ctx.updates
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        skipped = int(boundary.losses.get("losses/skipped_updates", 0))
-        updates, self.updates = self.trainer.ctx.updates - self.updates, self.trainer.ctx.updates
-        if skipped == 0:
-            self.in_a_row = 0
-        elif skipped >= updates:
-            self.in_a_row += skipped
-        else:
-            self.in_a_row = skipped  # the last ones, at least
-        if self.in_a_row < self.patience:
-            return False
-        bad = [k for k, v in boundary.losses.items() if not math.isfinite(v)]
-        kept = (
-            f"the last good checkpoint in {self.out} is kept"
-            if (self.out / checkpoint.FILENAME).exists()
-            else "no checkpoint was written"
-        )
-        raise RunError(
-            f"stopped at step {self.trainer.global_step:,}: {self.in_a_row} updates in a row "
-            f"were skipped for a non-finite {', '.join(bad) if bad else 'gradients'} (check "
-            f"rewards and settings); {kept}"
-        )
-
-    def close(self) -> None:
-        pass
-
-
-class EpisodeStats:
-    """Reads the episode statistics when a row is due, or after every iteration where
-    ``every_iteration`` (a curriculum promotes on them)."""
-
-    def __init__(self, episodes: metrics.Episodes, every_iteration: bool):
-        self.episodes, self.every_iteration = episodes, every_iteration
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        if boundary.row_due or self.every_iteration:
-            boundary.stats = self.episodes.read()
-        return False
-
-    def state_dict(self) -> dict:  # the batches read since the last row, with a curriculum
-        return {"episode_batches": [dict(b) for b in self.episodes.batches]}
-
-    def close(self) -> None:
-        pass
-
-
-class MetricsRow:
-    """Builds the metrics row when one is due (see ``fasttrain.metrics.row``)."""
-
-    def __init__(self, trainer, episodes: metrics.Episodes, clock: Clock):
-        self.trainer, self.episodes, self.clock = trainer, episodes, clock
-        self.time, self.step = clock.start, trainer.global_step
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        if not boundary.row_due:
-            return False
-        trainer, now = self.trainer, boundary.now
-        boundary.split = trainer.timers.split()
-        trainer.timers.reset()
-        sps = (trainer.global_step - self.step) / (now - self.time)
-        boundary.row = metrics.row(
-            trainer,
-            self.clock.time_s(now),
-            sps,
-            self.episodes.take(),
-            boundary.losses,
-            boundary.split,
-            boundary.stage,
-        )
-        self.time, self.step = now, trainer.global_step
-        return False
-
-    def state_dict(self) -> dict:  # the means the last row showed, for the next one
-        return {"episode": self.episodes.means}
-
-    def close(self) -> None:
-        pass
-
-
-class Sink:
-    """Hands each row to a sink (``metrics.csv``, a dashboard)."""
-
-    def __init__(self, sink):
-        self.sink = sink
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        if boundary.row is not None:
-            self.sink.write(boundary.row)
-        return False
-
-    def close(self) -> None:
-        self.sink.close()
-
-
-class OnRow:
-    """``on_row(row)`` of ``run``: a true answer ends the run there, as if it had finished."""
-
-    def __init__(self, on_row):
-        self.on_row, self.stopped_early = on_row, False
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        if boundary.row is not None and self.on_row(boundary.row):
-            self.stopped_early = boundary.last = True
-        return self.stopped_early
-
-    def close(self) -> None:
-        pass
-
-
-class Console:
-    """The log line, every ``log.interval_s`` seconds and at the last boundary, then the notes
-    of the boundary (a promotion). It fits 120 columns; ``log.wide`` prints every loss and
-    where the time went."""
-
-    def __init__(self, trainer, config: Config, echo, clock: Clock, episodes, bar):
-        self.trainer, self.echo, self.clock = trainer, echo, clock
-        self.episodes = episodes
-        self.interval, self.bar, self.wide = config.log.interval_s, bar, config.log.wide
-        self.stages = len(config.curriculum)
-        self.unit = "agent SPS" if trainer.env.num_agents > 1 else "SPS"
-        self.short = LEARNERS[config.run.algo].short_names
-        self.time, self.step = clock.start, trainer.global_step
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        trainer, now = self.trainer, boundary.now
-        if now - self.time >= self.interval or boundary.last:
-            sps = (trainer.global_step - self.step) / (now - self.time)
-            split = boundary.split or trainer.timers.split()  # since the last row
-            at = "" if boundary.stage is None else f"stage {boundary.stage + 1}/{self.stages} | "
-            line = metrics.console_line(
-                trainer.global_step,
-                sps,
-                self.unit,
-                boundary.eta,
-                at,
-                self.episodes.means,
-                boundary.losses,
-                split,
-                self.short,
-                self.wide,
-            )
-            self.echo(("\n" if self.bar else "") + line)
-            self.time, self.step = now, trainer.global_step
-        for note in boundary.notes:
-            self.echo(note)
-        return False
-
-    def close(self) -> None:
-        pass
-
-
-class Signals:
-    """Ends the run at a boundary where a stop signal was agreed on (see ``StopSignals``)."""
-
-    def after_iteration(self, boundary: Boundary) -> bool:
-        return boundary.signum is not None
-
-    def close(self) -> None:
-        pass
 
 
 # ------------------------------------------------------------------------------- the run
@@ -663,7 +425,7 @@ def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
     identity = checkpoint.identity(
         config, trainer.env.num_envs, trainer.env.obs_shape, world=ranks.world
     )
-    saver = checkpoint.Checkpointer(
+    saver = Checkpointer(
         trainer, out, ranks, identity, to_toml(config), config.run.checkpoint_interval
     )
     saver.rank_parts = [promoter, stats] if promoter else []
@@ -682,6 +444,7 @@ def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
         saver,
         Signals(),
     ]
+    check_order(parts)
     return RunParts(parts, clock, episodes, stopper)
 
 

@@ -1,11 +1,7 @@
 """Hyperparameter search with Optuna (``fasttrain sweep``): time to a target, or the final mean
 return or score within a budget.
 
-A sweep file is a config file (any keys of config.toml: the settings every trial starts from)
-plus a ``[sweep]`` table; ``examples/sweep_cartpole.toml`` is one. ``[sweep.params]`` maps dotted
-config keys, as ``--set`` takes them, to ranges ``{low, high}`` (optional ``log``, ``step``;
-ints when both ends are ints) or to ``{choices = [...]}``. Everything is checked before the
-first trial; a trial whose sampled values make an invalid config fails with its one-line reason.
+A sweep file (``fasttrain.sweepfile``) is a config file plus a ``[sweep]`` table.
 
 Each trial is a normal run directory ``DIR/trial-0000`` (``DIR/trial-0000-seed<n>`` per seed
 when ``seeds`` > 1) written by ``fasttrain.runner.run``, so ``fasttrain play --checkpoint`` works
@@ -48,13 +44,11 @@ from __future__ import annotations
 
 import collections
 import csv
-import dataclasses
 import io
-import json
 import math
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -62,86 +56,13 @@ import click
 from fasttrain import config as cfg
 from fasttrain.configfile import to_toml
 from fasttrain.errors import ConfigError, RunError, reason
-from fasttrain.learners import LEARNERS
 from fasttrain.rundir import check_regular, check_writable, write_atomic
-from fasttrain.targets import COLUMNS, Target
+from fasttrain.sweepfile import OBJECTIVES, Sweep, SweepSettings, load
+from fasttrain.sweepfile import from_layers as from_layers  # the CLI reads sweep files here
+from fasttrain.targets import Target
 
-OBJECTIVES = {"time_to_target": "minimize", "final_return": "maximize", "final_score": "maximize"}
-PRUNERS = ("median", "none")
 POINTS = 20  # pruning reports per trial budget
-PARAM_KEYS = ("low", "high", "log", "step", "choices")
 NEEDS_OPTUNA = "fasttrain sweep needs optuna: pip install 'fasttrain[sweep]'"
-
-
-@dataclass(frozen=True)
-class SweepSettings:
-    """The ``[sweep]`` table, less its params."""
-
-    trials: int = 20
-    """finished trials the study should hold (a sweep into the same --out continues to this)"""
-    objective: str = "time_to_target"
-    """time_to_target (minimised) | final_return | final_score (maximised)"""
-    target: float | None = None
-    """time_to_target: the mean return or score to reach"""
-    target_metric: str = "return"
-    """time_to_target: return | score, the mean episode metric watched"""
-    budget_s: float = 0.0
-    """training seconds per trial, where it stops (time_to_target needs one; 0: none)"""
-    seeds: int = 1
-    """runs per trial, seeds run.seed, run.seed + 1, ...; the trial's value is their median"""
-    pruner: str = "median"
-    """median | none: prune a trial behind the median of earlier ones at the same point"""
-    seed: int = 0
-    """seed of the TPE sampler (--seed)"""
-
-
-@dataclass(frozen=True)
-class Param:
-    """One searched config key: a range ``low..high`` or a list of ``choices``."""
-
-    key: str
-    low: float | int | None = None
-    high: float | int | None = None
-    log: bool = False
-    step: float | int | None = None
-    choices: tuple = ()
-
-    def distribution(self):
-        """The Optuna distribution this param is sampled from."""
-        from optuna import distributions
-
-        if self.choices:
-            return distributions.CategoricalDistribution(self.choices)
-        if isinstance(self.low, int) and isinstance(self.high, int):
-            return distributions.IntDistribution(
-                self.low, self.high, log=self.log, step=self.step or 1
-            )
-        return distributions.FloatDistribution(self.low, self.high, log=self.log, step=self.step)
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A checked sweep: its settings, params and the config layers every trial starts from."""
-
-    settings: SweepSettings
-    params: tuple[Param, ...]
-    layers: tuple  # raw (label, dict) config layers without [sweep], lowest precedence first
-    base: cfg.Config = field(repr=False)
-
-    def trial_config(self, values: dict, extra: dict | None = None) -> cfg.Config:
-        """The config of a trial with sampled ``values`` (dotted key -> value) on top."""
-        layer: dict = {}
-        for key, value in values.items():
-            cfg.put(layer, key.split("."), value, f"sweep.params {key!r}")
-        return cfg.build([*self.layers, ("sweep trial", layer), ("sweep", extra or {})])
-
-    def fingerprint(self) -> str:
-        """What a continued study must share: objective, budget, params and base config."""
-        settings = dataclasses.asdict(self.settings)
-        del settings["trials"], settings["seed"]
-        params = [dataclasses.asdict(p) for p in self.params]
-        data = {"sweep": settings, "params": params, "config": to_toml(self.base)}
-        return json.dumps(data, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -163,152 +84,6 @@ def require_optuna():
     except ImportError:
         raise ConfigError(NEEDS_OPTUNA) from None
     return optuna
-
-
-# ------------------------------------------------------------------------------- LOAD
-
-
-def load(path, sets=(), trials: int | None = None, seed: int | None = None) -> Sweep:
-    """Read and check a sweep file (``--set`` items may set ``sweep.*`` keys too)."""
-    return from_layers(cfg.user_layers(path, sets), trials=trials, seed=seed)
-
-
-def from_layers(layers, trials: int | None = None, seed: int | None = None) -> Sweep:
-    """A checked Sweep from raw ``(label, dict)`` config layers holding a ``[sweep]`` table."""
-    table: dict = {}
-    plain = []
-    for label, data in layers:
-        data = dict(data)
-        part = data.pop("sweep", None)
-        if part is not None:
-            if not isinstance(part, dict):
-                raise ConfigError(f"{label}: [sweep] must be a table")
-            table = cfg.merge(table, part)
-        plain.append((label, data))
-    if not table:
-        raise ConfigError(
-            "no [sweep] table: a sweep file is a config plus [sweep] (trials, objective, ...) "
-            "and [sweep.params]; see examples/sweep_cartpole.toml"
-        )
-    if trials is not None:
-        table["trials"] = trials
-    if seed is not None:
-        table["seed"] = seed
-    raw_params = table.pop("params", None)
-    settings = _settings(table)
-    base = cfg.build(plain)
-    params = _params(raw_params, base)
-    return Sweep(settings, params, tuple(plain), base)
-
-
-def _settings(table: dict) -> SweepSettings:
-    fields = {f.name: f for f in dataclasses.fields(SweepSettings)}
-    valid = {"objective": tuple(OBJECTIVES), "target_metric": tuple(COLUMNS), "pruner": PRUNERS}
-    values = {}
-    for key, value in table.items():
-        if key not in fields:
-            raise ConfigError(
-                f"unknown key {key!r} in [sweep]; valid: {', '.join([*fields, 'params'])}"
-            )
-        default = 0.0 if key == "target" else fields[key].default
-        values[key] = cfg.check_value(f"sweep.{key}", default, value, valid.get(key))
-    settings = SweepSettings(**values)
-    for key in ("trials", "seeds"):
-        if getattr(settings, key) < 1:
-            raise ConfigError(f"sweep.{key} must be >= 1, got {getattr(settings, key)}")
-    if not 0 <= settings.seed < 2**32:
-        raise ConfigError(f"sweep.seed must be in [0, 2**32), got {settings.seed}")
-    if settings.budget_s < 0:
-        raise ConfigError(f"sweep.budget_s must be >= 0, got {settings.budget_s}")
-    if settings.objective == "time_to_target":
-        if settings.target is None:
-            raise ConfigError("sweep.objective = 'time_to_target' needs sweep.target (a mean)")
-        if settings.budget_s <= 0:
-            raise ConfigError(
-                "sweep.objective = 'time_to_target' needs sweep.budget_s > 0 (training seconds "
-                "per trial)"
-            )
-    else:
-        for key in ("target", "target_metric"):
-            if key in table:
-                raise ConfigError(
-                    f"sweep.{key} is read by objective 'time_to_target' only, not "
-                    f"{settings.objective!r}; drop it"
-                )
-    return settings
-
-
-def _params(table, base: cfg.Config) -> tuple[Param, ...]:
-    if not isinstance(table, dict) or not table:
-        raise ConfigError(
-            '[sweep.params] needs at least one key, e.g. "ppo.learning_rate" = '
-            "{ low = 1e-4, high = 1e-2, log = true }"
-        )
-    params = tuple(_param(key, spec) for key, spec in table.items())
-    swept = set(table)
-    for param in params:
-        values = param.choices or (param.low, param.high)
-        for value in values:  # the key exists and takes values of this type
-            layer = cfg.put({}, param.key.split("."), value, f"sweep.params {param.key!r}")
-            try:
-                cfg.check_layer(layer, "[sweep.params]")
-            except ConfigError as exc:
-                raise ConfigError(f"sweep.params {param.key!r}: {exc}") from None
-        _check_used(param.key, base, swept)
-    return params
-
-
-def _param(key: str, spec) -> Param:
-    where = f"sweep.params {key!r}"
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be a table {{ low, high }} or {{ choices = [...] }}")
-    unknown = set(spec) - set(PARAM_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"unknown key {sorted(unknown)[0]!r} in {where}; valid: low, high, log, step, choices"
-        )
-    if "choices" in spec:
-        choices = spec["choices"]
-        if set(spec) != {"choices"}:
-            raise ConfigError(f"{where}: choices goes alone (no low, high, log or step)")
-        if not isinstance(choices, list) or not choices:
-            raise ConfigError(f"{where}: choices must be a non-empty list")
-        if not all(isinstance(c, (bool, int, float, str)) for c in choices):
-            raise ConfigError(f"{where}: choices must be numbers, booleans or strings")
-        return Param(key, choices=tuple(choices))
-    if "low" not in spec or "high" not in spec:
-        raise ConfigError(f"{where} needs low and high, or choices")
-    low, high, log, step = spec["low"], spec["high"], spec.get("log", False), spec.get("step")
-    for name, value in (("low", low), ("high", high), ("step", step)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
-    if not isinstance(log, bool):
-        raise ConfigError(f"{where}: log must be true or false, got {log!r}")
-    if not low < high:
-        raise ConfigError(f"{where}: low must be < high, got low = {low}, high = {high}")
-    if log and low <= 0:
-        raise ConfigError(f"{where}: log = true needs low > 0, got {low}")
-    if step is not None:
-        if log:
-            raise ConfigError(f"{where}: step and log = true do not go together")
-        if step <= 0:
-            raise ConfigError(f"{where}: step must be > 0, got {step}")
-        if isinstance(low, int) and isinstance(high, int) and not isinstance(step, int):
-            raise ConfigError(f"{where}: an int range takes an int step, got {step}")
-    return Param(key, low=low, high=high, log=log, step=step)
-
-
-def _check_used(key: str, base: cfg.Config, swept: set) -> None:
-    """A key of a learner or game these runs do not use changes nothing: refuse it."""
-    parts = key.split(".")
-    learner = parts[2] if parts[0] == "game" and len(parts) > 3 else parts[0]
-    if learner in LEARNERS and learner != base.run.algo and "run.algo" not in swept:
-        raise ConfigError(f"sweep.params {key!r} changes nothing: run.algo is {base.run.algo!r}")
-    if parts[0] == "game" and len(parts) > 2 and parts[1] != base.game.name:
-        if "game.name" not in swept:
-            raise ConfigError(
-                f"sweep.params {key!r} changes nothing: game.name is {base.game.name!r}"
-            )
 
 
 # ------------------------------------------------------------------------------- WATCH

@@ -42,8 +42,8 @@ SB3 20 s, and leaves Snake out (its runs take minutes).
 one PPO training row with its ceiling (the first game's), the peers and CartPole's time to
 target; compile times and the rows at other settings are left out (skip notes say so).
 
-``plan`` checks the options and fixes what to measure, ``stages`` measures, ``report`` prints
-and writes.
+``plan`` checks the options and fixes what to measure, ``stages`` measures it stage by stage
+with the timings of ``measure``, ``report`` prints and writes.
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ import time
 
 import click
 
+from fasttrain.bench.measure import time_repeats
 from fasttrain.bench.plan import RECURRENT_CORES, make_plan, parse_num_envs
 from fasttrain.bench.report import machine_info, report
-from fasttrain.bench.stages import run_stages, time_repeats
+from fasttrain.bench.stages import run_stages
 
 __all__ = ["bench", "parse_num_envs", "time_repeats"]
 

@@ -191,6 +191,31 @@ def check_options(
     return resolved
 
 
+def plan_backends(backend_names, quick: bool, device_backend: str) -> list[str]:
+    """The backends of the env rows: those named (``--backend``), else every one the device
+    has (less ``python`` with ``--quick``: the baseline row stands for it)."""
+    backends = ["python", "cpu"] + (["cuda"] if device_backend == "cuda" else [])
+    if backend_names:
+        if "cuda" in backend_names and device_backend != "cuda":
+            raise click.UsageError("--backend cuda needs --device cuda (or auto on a GPU)")
+        backends = [b for b in backends if b in backend_names]
+    elif quick:  # the baseline row stands for the uncompiled reference
+        backends.remove("python")
+    return backends
+
+
+def plan_games(game_names, quick: bool, valid: list[str]) -> list[str]:
+    """The games measured: ``all``, those named (once each, in order), else the default ones."""
+    if "all" in game_names:
+        return valid
+    return list(dict.fromkeys(game_names)) or (list(QUICK_GAMES) if quick else valid)
+
+
+def plan_targets(games, targets: bool, budgets: dict) -> dict:
+    """The time-to-target games: those measured with a target and a budget (``targets`` on)."""
+    return {g: TARGETS[g] for g in games if targets and g in TARGETS and g in budgets}
+
+
 def make_plan(
     game_names,
     device,
@@ -217,25 +242,13 @@ def make_plan(
     resolved = check_options(
         game_names, device, json_path, plot_path, threads, targets, targets_only, cores
     )
-    valid = registry.names()
-    max_threads = numba.config.NUMBA_NUM_THREADS
-    backends = ["python", "cpu"] + (["cuda"] if resolved.backend == "cuda" else [])
-    if backend_names:
-        if "cuda" in backend_names and resolved.backend != "cuda":
-            raise click.UsageError("--backend cuda needs --device cuda (or auto on a GPU)")
-        backends = [b for b in backends if b in backend_names]
-    elif quick:  # the baseline row stands for the uncompiled reference
-        backends.remove("python")
+    backends = plan_backends(backend_names, quick, resolved.backend)
     preset = QUICK if quick else FULL
     repeats = repeats or preset["repeats"]
-    if "all" in game_names:
-        games = valid
-    else:
-        games = list(dict.fromkeys(game_names)) or (list(QUICK_GAMES) if quick else valid)
+    games = plan_games(game_names, quick, registry.names())
     from fasttrain.learners import LEARNERS
 
-    budgets = preset["target_budget_s"]
-    target_games = {g: TARGETS[g] for g in games if targets and g in TARGETS and g in budgets}
+    target_games = plan_targets(games, targets, preset["target_budget_s"])
     return Plan(
         games=games,
         device=resolved,
@@ -257,9 +270,9 @@ def make_plan(
         target_games=target_games,
         sb3_target=TARGETS[SB3_TARGET_GAME][1][0] if SB3_TARGET_GAME in target_games else None,
         target_seeds=preset["target_seeds"],
-        target_budget_s=dict(budgets),
+        target_budget_s=dict(preset["target_budget_s"]),
         seed=seed,
-        threads=threads or max_threads,
+        threads=threads or numba.config.NUMBA_NUM_THREADS,
         json_path=json_path,
         plot_path=plot_path,
     )

@@ -53,7 +53,7 @@ def thread_sweep(
     import numba
     import torch
 
-    from fasttrain.bench.stages import bench_env
+    from fasttrain.bench.measure import bench_env
     from fasttrain.bench.training import benchmark_training
 
     rows = []
@@ -158,7 +158,7 @@ def env_rate(game: str, seconds: float = 2.0) -> dict:
     import numpy as np
 
     from fasttrain import games
-    from fasttrain.bench.stages import bench_env
+    from fasttrain.bench.measure import bench_env
 
     spec = games.get(game)
     params = spec.make_params()
@@ -175,7 +175,7 @@ def gpu_goals(
     each time-to-score run stops after ``budget_s`` seconds of training. The figures go into
     ``out`` as they come, and ``save()`` runs after each (a lease that ends keeps what was
     measured)."""
-    from fasttrain.bench.stages import bench_compile
+    from fasttrain.bench.measure import bench_compile
     from fasttrain.bench.training import benchmark_training
 
     out = {} if out is None else out

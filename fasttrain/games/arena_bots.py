@@ -44,20 +44,12 @@ def near_other_head(i, k, cell, s, p):
     return False
 
 
-def bot_action(i, k, s, p):
-    """The action of bot snake ``k`` under ``p.bot_policy`` (RANDOM, GREEDY or CAUTIOUS)."""
-    policy = p.bot_policy
-    if policy == RANDOM:
-        return rand_int(s.rng, i, 4)
+def _nearest_food(i, h, s, p):
+    """The cell of the nearest food or corpse in sight of the head cell ``h`` (Manhattan
+    distance; the first in row order on a tie), or -1 when none is in sight."""
     width, vision = p.width, p.vision
-    h = s.head[i, k]
     hr = h // width
     hc = h - hr * width
-    slot = s.head_slot[i, k]
-    neck = -1
-    if s.length[i, k] > 1:
-        neck = s.body[i, k, slot - 1 if slot > 0 else p.max_snake_length - 1]
-    # the nearest food or corpse in sight
     target = -1
     best = _FAR
     for r in range(hr - vision, hr + vision + 1):
@@ -68,6 +60,21 @@ def bot_action(i, k, s, p):
                 if d < best:
                     best = d
                     target = r * width + c
+    return target
+
+
+def bot_action(i, k, s, p):
+    """The action of bot snake ``k`` under ``p.bot_policy`` (RANDOM, GREEDY or CAUTIOUS)."""
+    policy = p.bot_policy
+    if policy == RANDOM:
+        return rand_int(s.rng, i, 4)
+    width = p.width
+    h = s.head[i, k]
+    slot = s.head_slot[i, k]
+    neck = -1
+    if s.length[i, k] > 1:
+        neck = s.body[i, k, slot - 1 if slot > 0 else p.max_snake_length - 1]
+    target = _nearest_food(i, h, s, p)
     tr = target // width
     tc = target - tr * width
     # the best safe move: for CAUTIOUS a calm one (no other head next to it) first, then the

@@ -18,7 +18,7 @@ import click
 import pytest
 
 from fasttrain import config as cfg
-from fasttrain.bench import parse_num_envs, stages, time_repeats
+from fasttrain.bench import measure, parse_num_envs, stages
 from fasttrain.bench.plan import make_plan
 from fasttrain.bench.report import Results, machine_info, report, seed_spread
 from fasttrain.bench.stages import targets_stage
@@ -274,18 +274,6 @@ def test_parse_num_envs_sorts_and_dedupes():
     assert parse_num_envs(None, None, None) is None
 
 
-def test_time_repeats_counts_env_steps():
-    calls = []
-
-    def run(n):
-        calls.append(n)
-        sum(range(2000 * n))
-
-    sps = time_repeats(run, steps_per_call=10, repeats=3, seconds=0.01)
-    assert len(sps) == 3 and all(s > 0 for s in sps)
-    assert calls[0] == 1  # warm-up first, outside the timings
-
-
 # ------------------------------------------------------------------------------- time to target
 
 
@@ -404,47 +392,6 @@ def test_sb3_time_to_target_reports_seconds_at_a_rollout_end():
 # ------------------------------------------------------------------------------- agent games
 
 
-def fake_time_repeats(calls: list):
-    """A ``time_repeats`` that measures nothing: it makes 3 calls of ``run`` and records what it
-    was told; the env is the owner of ``sync`` (bench_env passes ``env.synchronize``)."""
-
-    def fake(run, steps_per_call, repeats, seconds, sync=lambda: None):
-        run(3)
-        calls.append((steps_per_call, getattr(sync, "__self__", None)))
-        return [1.0] * repeats
-
-    return fake
-
-
-@pytest.mark.parametrize(
-    "game, num_envs, params, rows",
-    [
-        ("arena", 2, None, 16),  # 8 snakes per env: 16 agent-steps per step
-        ("arena", 3, {"num_snakes": 2, "num_food": 3, "width": 10, "height": 10}, 6),
-        ("snake", 5, None, 5),  # one agent per env: env-steps
-    ],
-)
-def test_bench_env_counts_agent_rows_and_takes_params(monkeypatch, game, num_envs, params, rows):
-    calls = []
-    monkeypatch.setattr(stages, "time_repeats", fake_time_repeats(calls))
-    sps, nbytes = stages.bench_env(game, "cpu", num_envs, 2, 0.01, seed=0, params=params)
-    assert sps == [1.0, 1.0]
-    ((steps_per_call, env),) = calls
-    assert steps_per_call == rows == env.num_rows and env.num_envs == num_envs
-    for key, value in (params or {}).items():
-        assert getattr(env.params, key) == value
-    assert nbytes == env.nbytes
-    # run(3) stepped every row 3 times: lengths of ended and running episodes add up
-    lengths = env.arrays["done_length"].sum() + env.arrays["ep_length"].sum()
-    assert lengths == 3 * rows
-
-
-def test_bench_env_times_the_arena():
-    sps, nbytes = stages.bench_env("arena", "cpu", 2, repeats=2, seconds=0.01)
-    assert len(sps) == 2 and all(math.isfinite(s) and s > 0 for s in sps)
-    assert nbytes > 0
-
-
 def env_plan(game: str, backends: tuple[str, ...]):
     return make_plan(
         game_names=(game,),
@@ -511,16 +458,6 @@ def test_env_stage_single_agent_game_has_no_extra_row(monkeypatch):
     assert row["note"] == "random actions"  # env-steps: no agents note
 
 
-def test_bench_baseline_steps_every_arena_row(monkeypatch):
-    sps = stages.bench_baseline("arena", repeats=1, seconds=0.01)
-    assert len(sps) == 1 and math.isfinite(sps[0]) and sps[0] > 0
-    calls = []
-    monkeypatch.setattr(stages, "time_repeats", fake_time_repeats(calls))
-    stages.bench_baseline("arena", repeats=1, seconds=0.01)
-    ((steps_per_call, _),) = calls
-    assert steps_per_call == 8  # one python env of 8 snakes: 8 agent-steps per step
-
-
 @pytest.mark.parametrize(
     "backends, sizes", [(("cpu",), stages.QUICK_SWEEP["python"]), (("python", "cpu"), [4])]
 )
@@ -543,9 +480,9 @@ def test_minatar_games_get_the_minatar_package_as_their_peer_row(monkeypatch):
     from fasttrain.bench.report import add_speedups
 
     calls = []
-    real = stages.time_repeats
+    real = measure.time_repeats
     monkeypatch.setattr(
-        stages,
+        measure,
         "time_repeats",
         lambda run, steps, *a, **k: calls.append(steps) or real(run, steps, *a, **k),
     )

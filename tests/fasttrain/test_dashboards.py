@@ -9,6 +9,7 @@ import pytest
 
 from fasttrain import config as cfg
 from fasttrain import dashboards
+from fasttrain.dashboards import CsvSink
 from fasttrain.errors import ConfigError
 from fasttrain.metrics import duration
 from fasttrain.runner import run
@@ -103,3 +104,30 @@ def test_wandb_mode_is_checked():
 )
 def test_duration_reads_as_a_clock(seconds, text):
     assert duration(seconds) == text
+
+
+def csv_rows(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_csv_sink_writes_rows_and_a_resume_trims_those_past_the_checkpoint(tmp_path):
+    path = tmp_path / "metrics.csv"
+    sink = CsvSink(path)
+    for step in (100, 200, 300):
+        sink.write({"global_step": step, "time_s": step / 100, "losses/x": step * 2})
+    sink.close()
+    assert [r["global_step"] for r in csv_rows(path)] == ["100", "200", "300"]
+    # a kill mid-row left half a line; the checkpoint is at step 200
+    with open(path, "a") as f:
+        f.write("400,4.0")
+    sink = CsvSink(path, resume_step=200)
+    sink.write({"global_step": 300, "time_s": 3.5, "losses/x": 7, "losses/new": 1})
+    sink.close()
+    written = csv_rows(path)
+    assert [r["global_step"] for r in written] == ["100", "200", "300"]
+    assert written[-1] == {"global_step": "300", "time_s": "3.5", "losses/x": "7"}  # its columns
+    assert path.read_text().count("global_step") == 1  # no second header
+    # a fresh run (no resume) starts the file over
+    CsvSink(path).close()
+    assert path.read_text() == ""

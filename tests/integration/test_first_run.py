@@ -17,7 +17,8 @@ from fasttrain import config as cfg
 from fasttrain import metrics
 from fasttrain.cli import run_config
 from fasttrain.learners import LEARNERS
-from fasttrain.runner import Boundary, TimeLeft, run
+from fasttrain.parts import Boundary, TimeLeft
+from fasttrain.runner import run
 from tests.cli import ROOT, header
 
 NOTICE = re.compile(
