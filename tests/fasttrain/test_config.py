@@ -8,7 +8,7 @@ import tomllib
 from fasttrain import config as cfg
 from fasttrain import configfile, games
 from fasttrain.learners import LEARNERS
-from fasttrain.learners.ppo import PPOConfig
+from fasttrain.learners.ppo_config import PPOConfig
 from tests.cli import ROOT
 
 
@@ -302,10 +302,12 @@ def test_a_gpu_preset_applies_only_where_the_run_is_on_a_gpu(monkeypatch):
     assert "ppo.num_envs=4096 (snake gpu preset)" in gpu.overrides()  # on the settings line
     # the rest of the game's preset stays under it
     assert gpu.learner.learning_rate == cfg.GAME_DEFAULTS["snake"]["ppo"]["learning_rate"]
-    # auto follows the machine: here a GPU is pretended, then none
-    monkeypatch.setattr(cfg, "device_type", lambda name: "cuda")
+    # auto follows the machine (the one device rule): here a GPU is pretended, then none
+    from fasttrain import device
+
+    monkeypatch.setattr(device, "device_type", lambda name: "cuda")
     assert cfg.load().learner.num_envs == 4096
-    monkeypatch.setattr(cfg, "device_type", lambda name: "cpu")
+    monkeypatch.setattr(device, "device_type", lambda name: "cpu")
     assert cfg.load().learner.num_envs == cpu_envs
     # what the user sets beats the GPU preset
     assert cfg.load(sets=["run.device=cuda", "ppo.num_envs=64"]).learner.num_envs == 64

@@ -24,7 +24,8 @@ from fasttrain import config as cfg
 from fasttrain.checkpoint import load_agent
 from fasttrain.cli import main
 from fasttrain.kernels.qlambda import qlambda
-from fasttrain.learners.pqn import PQNConfig, Trainer, epsilon_at
+from fasttrain.learners.pqn import Trainer, epsilon_at
+from fasttrain.learners.pqn_config import PQNConfig
 from fasttrain.runner import run
 from tests.cli import ROOT
 from tests.fasttrain.test_learners import assert_same
@@ -405,7 +406,7 @@ def test_pqn_learns_cartpole(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("game", "floor"), [("minatar-asterix", 3.0), ("minatar-seaquest", 5.0)])
 def test_pqn_is_the_learner_of_asterix_and_seaquest_and_learns_them(tmp_path, game, floor):
-    """The games that train with PQN by default (presets.GAME_ALGOS) clear a low floor with
+    """The games that train with PQN by default (their preset's [run] algo) clear a low floor with
     their preset over a 3M-step schedule (random play: ~0.5 and ~0.2). Over the full 10M-step
     schedule, seeds 0-2 passed 3 (Asterix) by 1.5-2M steps and 5 (Seaquest) by 1.5-2M steps. The
     run stops at the first metrics row at the floor or more."""
