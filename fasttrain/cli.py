@@ -458,8 +458,11 @@ def eval_command(
         click.echo(line)
     if json_file:
         from fasttrain.rundir import write_atomic
+        from fasttrain.runner import json_safe
 
-        write_atomic(json_file, json.dumps(evaluation.as_dict(), indent=2) + "\n")
+        rows = [json_safe(r.as_dict()) for r in evaluation.results]
+        payload = {"game": evaluation.game, "params": evaluation.params, "results": rows}
+        write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
 
 
 @main.command("sweep")

@@ -131,13 +131,6 @@ class Evaluation:
             lines.append(f"score: agent / random = {ratio:.1f}x")
         return lines
 
-    def as_dict(self) -> dict:
-        """The JSON ``fasttrain eval --json`` writes (NaN and inf as null)."""
-        from fasttrain.runner import json_safe
-
-        rows = [json_safe(r.as_dict()) for r in self.results]
-        return {"game": self.game, "params": self.params, "results": rows}
-
 
 def evaluate_run(
     run_dir,

@@ -111,12 +111,6 @@ def test_bad_input_fails_with_one_clear_line(data, words):
         assert word in message
 
 
-@pytest.mark.parametrize("item", ["ppo.learning_rate", "learning_rate=1", "=3", "ppo..x=1"])
-def test_bad_set_syntax(item):
-    with pytest.raises(cfg.ConfigError, match="--set"):
-        cfg.parse_set([item])
-
-
 def test_missing_and_malformed_files(tmp_path):
     with pytest.raises(cfg.ConfigError, match="not found"):
         cfg.load(tmp_path / "nope.toml")

@@ -239,22 +239,6 @@ def test_agents_are_rows_in_a_multi_agent_game():
     assert trainer.global_step == 8 * 12 and np.isfinite(losses["losses/td_loss"])
 
 
-def test_bad_settings_end_in_one_line():
-    cases = [
-        ({"num_minibatches": 5}, "does not split into pqn.num_minibatches = 5"),
-        ({"q_lambda": 1.5}, "pqn.q_lambda must be in [0, 1]"),
-        ({"exploration_fraction": -0.1}, "pqn.exploration_fraction must be in [0, 1]"),
-        ({"learning_rate": 0.0}, "pqn.learning_rate must be > 0"),
-        ({"optimizer": "sgd"}, "must be one of adam, muon"),
-    ]
-    for values, words in cases:
-        with pytest.raises(cfg.ConfigError) as info:
-            cfg.from_dict({"pqn": values})
-        assert "\n" not in str(info.value) and words in str(info.value), info.value
-    with pytest.raises(cfg.ConfigError, match="needs a learner with recurrent policies"):
-        cfg.from_dict({"run": {"algo": "pqn"}, "model": {"core": "lstm"}})
-
-
 # ------------------------------------------------------------------------------- CLI
 
 
