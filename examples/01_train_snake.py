@@ -27,8 +27,9 @@ def budget() -> int:
 
 
 # 1. Configuration. Any key of config.toml can be set here, exactly as with `--set` on the
-#    command line; what you set beats Snake's tuned learner settings (fasttrain.presets), which
-#    beat the built-in defaults. A small 8x8 board learns quickly.
+#    command line; what you set beats Snake's tuned learner settings
+#    (fasttrain/presets/snake.toml), which beat the built-in defaults. A small 8x8 board
+#    learns quickly.
 steps = budget()
 config = cfg.load(
     sets=[

@@ -12,11 +12,12 @@ import re  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 
 import click  # noqa: E402
 
+from fasttrain import presets  # noqa: E402
 from fasttrain.errors import ConfigError, one_line  # noqa: E402
+from fasttrain.learners import LEARNERS  # noqa: E402
 
 SEED = click.IntRange(0, 2**64 - 1)  # every seed fasttrain takes: environments and torch alike
 FPS_RANGE = (0.1, 1000.0)  # GIF frames last 10 ms to 10 s; a terminal shows about as many
@@ -59,7 +60,10 @@ def main():
     "--game", default=None, help="Game to train on (see `fasttrain games`). [default: snake]"
 )
 @click.option(
-    "--algo", default=None, help="Learning algorithm (see fasttrain.learners). [default: ppo]"
+    "--algo",
+    default=None,
+    help=f"Learning algorithm: {', '.join(LEARNERS)} (see fasttrain.learners). [default: the "
+    f"game's preset names it: {presets.default_learners()}]",
 )
 @click.option(
     "--steps",
@@ -203,34 +207,25 @@ def run_config(game, algo, steps, num_envs, device, seed, config_file, sets, ver
 
 
 def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose):
-    from pathlib import Path
-
-    from fasttrain import checkpoint, distributed
-    from fasttrain import config as cfg
-    from fasttrain.rundir import RunLock
-    from fasttrain.runner import run as run_training
+    # torch is imported once the command is known good: a refused one answers at once
+    from fasttrain.ranks import RankStopped, launched
 
     try:
-        if resume and Path(resume).is_dir() and distributed.launched().main:
-            # a live run is refused before its files are read (rank 0 owns the directory)
-            lock = RunLock(Path(resume))
-            lock.acquire()
-            lock.release()
-        if resume and out:
-            raise cfg.ConfigError("--resume continues in its own directory; drop --out")
-        saved = cfg.tomllib.loads(checkpoint.load(resume)["config"]) if resume else None
+        saved = _resumed_config(resume, out) if resume else None
         config = run_config(
             game, algo, steps, num_envs, device, seed, config_file, sets, verbose, saved
         )
+        from fasttrain.runner import run as run_training
+
         run_training(config, out=out, resume=resume)
     except ConfigError as exc:
-        if not distributed.launched().main:  # rank 0 says it, once for the run
+        if not launched().main:  # rank 0 says it, once for the run
             sys.exit(RANK_STOPPED)
         raise click.ClickException(str(exc)) from None
-    except distributed.RankStopped:  # rank 0 refused the run and said why
+    except RankStopped:  # rank 0 refused the run and said why
         sys.exit(RANK_STOPPED)
     except RuntimeError as exc:
-        ranks = distributed.launched()
+        ranks = launched()
         if not ranks.enabled:
             raise
         # a collective failed: another rank died, or the timeout ran out
@@ -241,6 +236,25 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
         if not hasattr(exc, "exit_code"):
             click.echo("interrupted", err=True)
         sys.exit(getattr(exc, "exit_code", 130))
+
+
+def _resumed_config(resume, out) -> dict:
+    """The config of the checkpoint ``--resume`` continues, as a dict; a live run is refused
+    before its files are read (rank 0 owns the directory)."""
+    from pathlib import Path
+
+    from fasttrain import checkpoint
+    from fasttrain.configread import tomllib
+    from fasttrain.ranks import launched
+    from fasttrain.rundir import RunLock
+
+    if Path(resume).is_dir() and launched().main:
+        lock = RunLock(Path(resume))
+        lock.acquire()
+        lock.release()
+    if out:
+        raise ConfigError("--resume continues in its own directory; drop --out")
+    return tomllib.loads(checkpoint.load(resume)["config"])
 
 
 @main.command()
@@ -320,8 +334,9 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
         )
     check_fps(fps, gif is not None)
+    from fasttrain import media
+
     if gif is not None:
-        from fasttrain import media
         from fasttrain.rundir import check_output_file
 
         if registry.get(game).render_rgb is None:
@@ -351,7 +366,7 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
         height, width = frames[0].shape[:2]
         click.echo(f"wrote {gif}: {len(frames)} frames of {width}x{height} at {fps:g} fps")
         return
-    play_in_terminal(env, game, steps, fps, act, generator)
+    media.play_in_terminal(env, game, steps, fps, act, generator, click.echo)
 
 
 def run_game(checkpoint) -> str:
@@ -366,45 +381,6 @@ def run_game(checkpoint) -> str:
         if isinstance(name, str):
             return name
     return saved_config(checkpoint, load(checkpoint)).game.name
-
-
-def play_in_terminal(env, game: str, steps: int, fps: float, act, generator) -> None:
-    """``steps`` steps of environment 0 as text frames with a status line: redrawn in place
-    at ``fps`` on a terminal, one after another otherwise (a pipe, a file)."""
-    import torch
-
-    from fasttrain.evaluate import choose
-
-    interactive = sys.stdout.isatty()
-    # with several agents the frame shows the whole world; the status follows agent 0
-    who = "" if env.num_agents == 1 else f"agent 0 of {env.num_agents}  "
-    total, episode, lives = 0.0, 1, 0
-    episode_starts = None
-    for step in range(steps + 1):
-        frame = env.render(0)
-        status = f"{game}  {who}episode {episode}  step {step}  return {total:+.2f}"
-        if env.num_agents > 1:
-            status += f"  lives ended (all agents) {lives}"
-        if interactive:
-            click.echo("\x1b[H\x1b[2J" + frame + "\n" + status)
-            if fps > 0:
-                time.sleep(1.0 / fps)
-        else:
-            click.echo(frame + "\n" + status + "\n")
-        if step == steps:
-            break
-        if act is None:
-            actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
-        else:  # a recurrent actor's memory restarts with each episode
-            actions = choose(act, env.obs, episode_starts)
-        _, reward, terminated, truncated = env.step(actions)
-        episode_starts = terminated | truncated
-        lives += int((terminated | truncated).sum())
-        total += float(reward[0])
-        if bool(terminated[0] | truncated[0]):
-            end = "died or won" if bool(terminated[0]) else "time limit"
-            click.echo(f"episode {episode} ended ({end}): return {total:+.2f}")
-            total, episode = 0.0, episode + 1
 
 
 @main.command("eval")
@@ -454,7 +430,7 @@ def eval_command(
     import json
 
     from fasttrain import games as registry
-    from fasttrain.evaluate import evaluate, table
+    from fasttrain.evaluate import evaluate_run
 
     if run_dir is None and game is None:
         raise click.UsageError("eval needs --run DIR, or --game NAME with --random")
@@ -471,65 +447,22 @@ def eval_command(
         from fasttrain.rundir import check_output_file
 
         check_output_file(json_file)  # before the episodes are played
-    results = []
     try:
-        params, repeat = {}, 1
-        if run_dir is not None:
-            from fasttrain.checkpoint import load, load_agent, saved_config
-
-            act, params = load_agent(run_dir, game, greedy=greedy, seed=seed)  # checks --game
-            saved = saved_config(run_dir, load(run_dir))
-            game, repeat = saved.game.name, saved.run.action_repeat
-            what = "agent (greedy)" if greedy else "agent"
-            results.append(
-                evaluate(
-                    game, params, act, episodes, num_envs, seed, policy=what, action_repeat=repeat
-                )
-            )
-            if against_bots:
-                play = (act, episodes, num_envs, seed, repeat)
-                results += evaluate_against_bots(game, params, what, *play)
-        if random_baseline:  # in the agent's world: the same action repeat
-            results.append(
-                evaluate(game, params, None, episodes, num_envs, seed, action_repeat=repeat)
-            )
+        evaluation = evaluate_run(
+            run_dir, game, episodes, num_envs, seed, greedy, random_baseline, against_bots
+        )
     except (ValueError, TypeError) as exc:  # make's one-line errors (ConfigError too)
         raise click.ClickException(one_line(exc)) from None
-    click.echo(f"{game}: {num_envs} envs, seed {seed}, first {episodes} episodes")
-    click.echo(table(results))
-    if random_baseline and len(results) >= 2 and results[-1].score_mean > 0:
-        ratio = results[0].score_mean / results[-1].score_mean
-        click.echo(f"score: agent / random = {ratio:.1f}x")
+    click.echo(f"{evaluation.game}: {num_envs} envs, seed {seed}, first {episodes} episodes")
+    for line in evaluation.report():
+        click.echo(line)
     if json_file:
         from fasttrain.rundir import write_atomic
         from fasttrain.runner import json_safe
 
-        rows = [json_safe(r.as_dict()) for r in results]
-        payload = {"game": game, "params": params, "results": rows}
+        rows = [json_safe(r.as_dict()) for r in evaluation.results]
+        payload = {"game": evaluation.game, "params": evaluation.params, "results": rows}
         write_atomic(json_file, json.dumps(payload, indent=2) + "\n")
-
-
-def evaluate_against_bots(game, params, what, act, episodes, num_envs, seed, repeat) -> list:
-    """The agent beside each bot policy of the game (``eval --bots``): one result per policy,
-    with as many bots as the run had (or as there is room for)."""
-    from fasttrain import games as registry
-    from fasttrain.evaluate import evaluate
-
-    policies = registry.get(game).choices.get("bot_policy")
-    if not policies or not params.get("max_bots"):
-        raise ConfigError(
-            f"--bots needs a game with bots and room for them; this {game} run has none "
-            "(max_bots = 0)"
-        )
-    num_bots = params["num_bots"] or params["max_bots"]
-    results = []
-    for policy in policies:
-        world = {**params, "bot_policy": policy, "num_bots": num_bots}
-        label = f"{what} vs {policy} bots"
-        results.append(
-            evaluate(game, world, act, episodes, num_envs, seed, policy=label, action_repeat=repeat)
-        )
-    return results
 
 
 @main.command("sweep")

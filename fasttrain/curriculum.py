@@ -15,10 +15,14 @@ or more (weighted by their counts), so it may cover a few more episodes than ask
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
+from fasttrain import games
+from fasttrain.configread import check_value
 from fasttrain.errors import ConfigError
+from fasttrain.kernels.env import shape_params
 
 # promote_metric -> the key of env.stats() it reads; the names are metrics.csv's columns
 PROMOTE_METRICS = {
@@ -69,6 +73,109 @@ def stage_params(spec, base, stage: Stage):
     """The params of ``stage``: ``base`` (the [game.<name>] params) with its overrides
     (``make_params`` gives every value its field's type, so no stage compiles again)."""
     return spec.make_params(**{**vars(base), **stage.params})
+
+
+# ------------------------------------------------------------------------------- CHECKS
+
+
+STAGE_KEYS = tuple(f.name for f in dataclasses.fields(Stage))
+
+
+def _stage(k: int, last: bool, table) -> Stage:
+    """Stage ``k`` (1-based) of a [[curriculum.stage]] list, its keys checked."""
+    where = f"curriculum stage {k}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table ([[curriculum.stage]])")
+    for key in table:
+        if key not in STAGE_KEYS:
+            raise ConfigError(f"unknown key {key!r} in {where}; valid: {', '.join(STAGE_KEYS)}")
+    values = dict(table)
+    if not isinstance(values.get("params", {}), dict):
+        raise ConfigError(
+            f"{where} params must be a table of game params, e.g. params = {{ num_bots = 2 }}"
+        )
+    default = Stage()
+    metric = values.get("promote_metric", default.promote_metric)
+    values["promote_metric"] = check_value(
+        f"{where} promote_metric", default.promote_metric, metric, tuple(PROMOTE_METRICS)
+    )
+    for key in ("promote_episodes", "min_steps"):
+        values[key] = check_value(f"{where} {key}", 0, values.get(key, getattr(default, key)))
+    if values["promote_episodes"] < 1:
+        raise ConfigError(
+            f"{where} promote_episodes must be >= 1, got {values['promote_episodes']}"
+        )
+    if values["min_steps"] < 0:
+        raise ConfigError(f"{where} min_steps must be >= 0, got {values['min_steps']}")
+    if last and "promote_at" in values:
+        raise ConfigError(
+            f"{where} is the last stage: it takes no promote_at (there is no stage to promote to)"
+        )
+    if not last and "promote_at" not in values:
+        raise ConfigError(
+            f"{where} needs promote_at: the mean {values['promote_metric']} that moves the run to "
+            f"stage {k + 1} (only the last stage has none)"
+        )
+    if "promote_at" in values:
+        values["promote_at"] = check_value(f"{where} promote_at", 0.0, values["promote_at"])
+    return Stage(**values)
+
+
+def parse_stages(table) -> tuple:
+    """The stages of a layer's [curriculum] table (``[[curriculum.stage]]`` items)."""
+    if not isinstance(table, dict):
+        raise ConfigError("[curriculum] must be a table of [[curriculum.stage]] tables")
+    for key in table:
+        if key != "stage":
+            raise ConfigError(f"unknown key {key!r} in [curriculum]; valid: stage")
+    stages = table.get("stage", [])
+    if not isinstance(stages, list):
+        raise ConfigError(
+            "curriculum.stage must be an array of tables: [[curriculum.stage]] per stage"
+        )
+    return tuple(_stage(k + 1, k == len(stages) - 1, t) for k, t in enumerate(stages))
+
+
+def check_curriculum(config) -> None:
+    """Each stage's params of ``config`` (a ``fasttrain.config.Config``) against the chosen
+    game: known, valid, shape-preserving and different from the stage before; one line naming
+    the stage otherwise."""
+    game = config.game.name
+    spec = games.get(game)
+    base = config.params
+    valid = [f.name for f in dataclasses.fields(spec.params_cls)]
+    previous = None
+    for k, stage in enumerate(config.curriculum, start=1):
+        where = f"curriculum stage {k}"
+        for name in stage.params:
+            if name not in valid:
+                raise ConfigError(
+                    f"{where}: unknown {game} parameter {name!r}; valid: {', '.join(valid)}"
+                )
+        try:
+            params = stage_params(spec, base, stage)
+        except (TypeError, ValueError) as exc:
+            hint = ""
+            for capacity, param in CAPACITIES.get(game, {}).items():
+                asked, room = stage.params.get(param), getattr(base, capacity)
+                if isinstance(asked, int) and asked > room:
+                    hint = (
+                        f" (game.{game}.{capacity} = {room} is set; left unset it is sized for "
+                        f"the largest {param})"
+                    )
+            raise ConfigError(f"{where}: {str(exc).splitlines()[0]}{hint}") from None
+        culprits = shape_params(spec, base, params)
+        if culprits:
+            names = ", ".join(repr(n) for n in culprits)
+            raise ConfigError(
+                f"{where}: game {game!r} parameter {names} sets buffer shapes and cannot change "
+                f"between stages; set it in [game.{game}] for the whole run"
+            )
+        if previous is not None and params == previous:
+            raise ConfigError(
+                f"{where} changes nothing from stage {k - 1}; each stage must change a game param"
+            )
+        previous = params
 
 
 @dataclass(frozen=True)

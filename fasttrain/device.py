@@ -12,13 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
+from fasttrain.choices import AMP_MODES, COMPILE_MODES, DEVICES
 from fasttrain.errors import ConfigError
 from fasttrain.kernels import cuda_available
 from fasttrain.kernels.device import cuda_problem, simulator
 
-DEVICES = ("auto", "cpu", "cuda")
-AMP_MODES = ("auto", "off", "bf16", "fp16")
-COMPILE_MODES = ("auto", "off", "default", "reduce-overhead", "max-autotune")
 # /proc/cpuinfo flags of CPUs that compute in bfloat16 natively (x86 AVX512-BF16 or AMX, Arm BF16)
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 import fasttrain
+from fasttrain.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -64,18 +65,24 @@ def evaluate(
     if getattr(act, "is_recurrent", False):
         act.reset()
     ended, steps = play(env, act, generator, episodes, max_steps)
-    values = {k: np.asarray(v[:episodes], dtype=np.float64) for k, v in ended.items()}
-    n = len(values["return"])
     seconds = time.perf_counter() - start
+    bots = None
+    if "bot_done_lives" in env.state and getattr(env.params, "num_bots", 0) > 0:
+        bots = _bots(env, steps, seconds)  # scripted snakes in the same worlds, same steps
+    policy = policy or ("random" if act is None else "agent")
+    return _result(policy, {k: v[:episodes] for k, v in ended.items()}, steps, seconds, bots)
+
+
+def _result(policy: str, ended: dict, steps: int, seconds: float, bots) -> EvalResult:
+    """The means and deviations of the ``ended`` episodes' return, score and length."""
+    values = {k: np.asarray(v, dtype=np.float64) for k, v in ended.items()}
+    n = len(values["return"])
 
     def stat(key, fn):
         return float(fn(values[key])) if n else math.nan
 
-    bots = None
-    if "bot_done_lives" in env.state and getattr(env.params, "num_bots", 0) > 0:
-        bots = _bots(env, steps, seconds)  # scripted snakes in the same worlds, same steps
     return EvalResult(
-        policy=policy or ("random" if act is None else "agent"),
+        policy=policy,
         episodes=n,
         return_mean=stat("return", np.mean),
         return_std=stat("return", np.std),
@@ -111,6 +118,78 @@ def play(env, act: Callable | None, generator, episodes: int, max_steps: int):
                 ended[key].extend((total[rows] - previous[key][rows]).tolist())
                 previous[key][rows] = total[rows]
     return ended, steps
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What ``fasttrain eval`` reports: the game, its params and one result per policy played
+    (the agent first, the random baseline last where asked)."""
+
+    game: str
+    params: dict
+    results: list
+    random_baseline: bool = False
+
+    def report(self) -> list[str]:
+        """The table, and the agent's score over the random baseline's where both are in it."""
+        lines = [table(self.results)]
+        results = self.results
+        if self.random_baseline and len(results) >= 2 and results[-1].score_mean > 0:
+            ratio = results[0].score_mean / results[-1].score_mean
+            lines.append(f"score: agent / random = {ratio:.1f}x")
+        return lines
+
+
+def evaluate_run(
+    run_dir,
+    game: str | None,
+    episodes: int,
+    num_envs: int,
+    seed: int,
+    greedy: bool = False,
+    random_baseline: bool = False,
+    against_bots: bool = False,
+) -> Evaluation:
+    """``fasttrain eval``: the agent of ``run_dir`` (if any; ``game`` is checked against its
+    run), beside each bot policy with ``against_bots``, and uniformly random actions in the
+    same world (the same action repeat) with ``random_baseline``."""
+    results, params, repeat = [], {}, 1
+    if run_dir is not None:
+        from fasttrain.checkpoint import load, load_agent, saved_config
+
+        act, params = load_agent(run_dir, game, greedy=greedy, seed=seed)  # checks --game
+        saved = saved_config(run_dir, load(run_dir))
+        game, repeat = saved.game.name, saved.run.action_repeat
+        what = "agent (greedy)" if greedy else "agent"
+        results.append(
+            evaluate(game, params, act, episodes, num_envs, seed, policy=what, action_repeat=repeat)
+        )
+        if against_bots:
+            play = (act, episodes, num_envs, seed, repeat)
+            results += evaluate_against_bots(game, params, what, *play)
+    if random_baseline:
+        results.append(evaluate(game, params, None, episodes, num_envs, seed, action_repeat=repeat))
+    return Evaluation(game, params, results, random_baseline)
+
+
+def evaluate_against_bots(game, params, what, act, episodes, num_envs, seed, repeat) -> list:
+    """The agent beside each bot policy of the game (``eval --bots``): one result per policy,
+    with as many bots as the run had (or as there is room for)."""
+    policies = fasttrain.games.get(game).choices.get("bot_policy")
+    if not policies or not params.get("max_bots"):
+        raise ConfigError(
+            f"--bots needs a game with bots and room for them; this {game} run has none "
+            "(max_bots = 0)"
+        )
+    num_bots = params["num_bots"] or params["max_bots"]
+    results = []
+    for policy in policies:
+        world = {**params, "bot_policy": policy, "num_bots": num_bots}
+        label = f"{what} vs {policy} bots"
+        results.append(
+            evaluate(game, world, act, episodes, num_envs, seed, policy=label, action_repeat=repeat)
+        )
+    return results
 
 
 def choose(act: Callable, obs, episode_starts):

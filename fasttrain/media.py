@@ -1,4 +1,5 @@
-"""Replays: colour frames of one environment and animated GIFs of them (extra ``media``).
+"""Replays: colour frames of one environment and animated GIFs of them (extra ``media``), and
+text frames played in a terminal (``fasttrain play``).
 
 >>> import fasttrain
 >>> from fasttrain.media import replay_frames, write_gif
@@ -13,6 +14,8 @@ every frame has few colours, so the GIF holds them exactly (a GIF palette has 25
 from __future__ import annotations
 
 import io
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +90,45 @@ def replay_frames(env, steps: int, act=None, generator=None, scale: int | None =
             episode_starts = env.terminated | env.truncated
             frames.append(upscale(env.render_rgb(0), scale))
     return frames
+
+
+def play_in_terminal(env, game: str, steps: int, fps: float, act, generator, echo=print) -> None:
+    """``steps`` steps of environment 0 as text frames with a status line (``fasttrain play``):
+    redrawn in place at ``fps`` on a terminal, one after another otherwise (a pipe, a file)."""
+    import torch
+
+    from fasttrain.evaluate import choose
+
+    interactive = sys.stdout.isatty()
+    # with several agents the frame shows the whole world; the status follows agent 0
+    who = "" if env.num_agents == 1 else f"agent 0 of {env.num_agents}  "
+    total, episode, lives = 0.0, 1, 0
+    episode_starts = None
+    for step in range(steps + 1):
+        frame = env.render(0)
+        status = f"{game}  {who}episode {episode}  step {step}  return {total:+.2f}"
+        if env.num_agents > 1:
+            status += f"  lives ended (all agents) {lives}"
+        if interactive:
+            echo("\x1b[H\x1b[2J" + frame + "\n" + status)
+            if fps > 0:
+                time.sleep(1.0 / fps)
+        else:
+            echo(frame + "\n" + status + "\n")
+        if step == steps:
+            break
+        if act is None:
+            actions = torch.randint(0, env.num_actions, (env.num_rows,), generator=generator)
+        else:  # a recurrent actor's memory restarts with each episode
+            actions = choose(act, env.obs, episode_starts)
+        _, reward, terminated, truncated = env.step(actions)
+        episode_starts = terminated | truncated
+        lives += int((terminated | truncated).sum())
+        total += float(reward[0])
+        if bool(terminated[0] | truncated[0]):
+            end = "died or won" if bool(terminated[0]) else "time limit"
+            echo(f"episode {episode} ended ({end}): return {total:+.2f}")
+            total, episode = 0.0, episode + 1
 
 
 def frame_ms(fps: float) -> int:

@@ -191,11 +191,10 @@ def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str
 
 
 def learner_of(game: str, algo: str | None) -> str:
-    """``algo``, or where None the game's own learner (PQN for the games presets.GAME_ALGOS
-    names, PPO elsewhere)."""
-    from fasttrain.presets import GAME_ALGOS
+    """``algo``, or where None the game's own learner (its preset's ``[run] algo``)."""
+    from fasttrain.presets import learner_of as preset_learner
 
-    return algo or GAME_ALGOS.get(game, "ppo")
+    return algo or preset_learner(game)
 
 
 def run_suite(

@@ -1,17 +1,24 @@
 """The learner registry: the one place that lists learners.
 
 Config sections, CLI choices, the runner, checkpoint loading (``play``) and ``fasttrain bench``
-read ``LEARNERS``. Adding a learner is one file (its config dataclass and validation at the top,
-then its trainer read top to bottom) plus one ``register`` line below.
+read ``LEARNERS``. Adding a learner is two files (``<name>_config.py``: its config dataclass and
+validation, torch-free; ``<name>.py``: its trainer read top to bottom) plus one ``register`` line
+below. The registry imports only the config files: the trainer side (``trainer``, ``actor``,
+``ceiling``) may be named as ``"module:attribute"`` and is imported on first use, so the
+config is checked, and a bad command refused, without importing torch.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fasttrain.learners import dqn, ppo, pqn
-from fasttrain.learners.common import OPTIMIZERS
+from fasttrain.choices import OPTIMIZERS
+from fasttrain.learners import dqn_config, ppo_config, pqn_config
+
+# the fields that may name their object as "module:attribute", imported on first use
+LAZY_FIELDS = ("trainer", "actor", "ceiling")
 
 
 @dataclass(frozen=True)
@@ -25,16 +32,16 @@ class Learner:
     have ``total_timesteps`` and ``num_envs`` (set by ``--steps`` and ``--num-envs``)"""
     validate: Callable
     """``validate(section, where)``: raise ``ConfigError`` with one line on bad values"""
-    trainer: type
+    trainer: type | str
     """``trainer(config, warn=print)``: a ``learners.common.TrainerBase`` with ``iterate()``"""
-    actor: Callable
+    actor: Callable | str
     """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0,
     greedy=True, seed=0) -> act(obs) -> actions``: the agent of a checkpoint (its most likely
     action, or a seeded sample where the learner has a policy), for ``play`` and ``eval``"""
     check_model: Callable | None = None
     """``check_model(section, model, where)``: raise ``ConfigError`` with one line where the
     ``[model]`` (a recurrent core) does not fit the section; ``None``: feed-forward models only"""
-    ceiling: Callable | None = None
+    ceiling: Callable | str | None = None
     """``ceiling(trainer) -> samples/s`` of the update alone, for ``fasttrain bench``"""
     bench: dict = field(default_factory=dict)
     """``[name]`` settings for bench's training rows (e.g. learn from the first iteration)"""
@@ -52,6 +59,13 @@ class Learner:
     auto_compile: bool = False
     """``run.compile = "auto"`` may compile this learner (where torch.compile was measured to
     pay: long feed-forward runs of modest width on a CPU, see ``fasttrain.device``)"""
+
+    def __getattribute__(self, name: str):
+        value = object.__getattribute__(self, name)
+        if name in LAZY_FIELDS and isinstance(value, str):  # "module:attribute", imported now
+            module, _, attribute = value.partition(":")
+            value = getattr(importlib.import_module(module), attribute)
+        return value
 
 
 LEARNERS: dict[str, Learner] = {}
@@ -77,30 +91,30 @@ def get(name: str) -> Learner:
 register(
     Learner(
         "ppo",
-        ppo.PPOConfig,
-        ppo.validate,
-        ppo.Trainer,
-        ppo.actor,
-        check_model=ppo.check_model,
-        ceiling=ppo.ceiling,
+        ppo_config.PPOConfig,
+        ppo_config.validate,
+        "fasttrain.learners.ppo:Trainer",
+        "fasttrain.learners.ppo:actor",
+        check_model=ppo_config.check_model,
+        ceiling="fasttrain.learners.ppo:ceiling",
         smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
         choices={"optimizer": OPTIMIZERS},
-        short_names=ppo.SHORT_NAMES,
-        auto_compile=ppo.AUTO_COMPILE,
+        short_names=ppo_config.SHORT_NAMES,
+        auto_compile=ppo_config.AUTO_COMPILE,
     )
 )
 register(
     Learner(
         "dqn",
-        dqn.DQNConfig,
-        dqn.validate,
-        dqn.Trainer,
-        dqn.actor,
-        ceiling=dqn.ceiling,
+        dqn_config.DQNConfig,
+        dqn_config.validate,
+        "fasttrain.learners.dqn:Trainer",
+        "fasttrain.learners.dqn:actor",
+        ceiling="fasttrain.learners.dqn:ceiling",
         bench={"learning_starts": 0},  # the timed iterations include updates
-        choices={"loss": dqn.LOSSES, "optimizer": OPTIMIZERS},
-        short_names=dqn.SHORT_NAMES,
-        auto_compile=dqn.AUTO_COMPILE,
+        choices={"loss": dqn_config.LOSSES, "optimizer": OPTIMIZERS},
+        short_names=dqn_config.SHORT_NAMES,
+        auto_compile=dqn_config.AUTO_COMPILE,
         networks=("model", "target_model"),
         smoke={
             "num_envs": 8,
@@ -117,14 +131,14 @@ register(
 register(
     Learner(
         "pqn",
-        pqn.PQNConfig,
-        pqn.validate,
-        pqn.Trainer,
-        pqn.actor,
-        ceiling=pqn.ceiling,
+        pqn_config.PQNConfig,
+        pqn_config.validate,
+        "fasttrain.learners.pqn:Trainer",
+        "fasttrain.learners.pqn:actor",
+        ceiling="fasttrain.learners.pqn:ceiling",
         choices={"optimizer": OPTIMIZERS},
-        short_names=pqn.SHORT_NAMES,
-        auto_compile=pqn.AUTO_COMPILE,
+        short_names=pqn_config.SHORT_NAMES,
+        auto_compile=pqn_config.AUTO_COMPILE,
         # a constant epsilon and learning rate: the schedules would stretch with total_timesteps
         smoke={
             "num_envs": 16,

@@ -33,6 +33,7 @@ from fasttrain.learners import LEARNERS, Learner, register
 from fasttrain.learners.common import TrainerBase
 from fasttrain.models import make_policy
 from fasttrain.runner import run
+from tests.cli import ROOT
 
 BOARD = {"height": 6, "width": 6}
 
@@ -380,6 +381,27 @@ def toy():
     """The toy learner, registered for one test only."""
     with registered(TOY) as learner:
         yield learner
+
+
+def test_the_registry_imports_a_trainer_only_when_it_is_asked_for():
+    """Config classes and checks are torch-free; ``trainer``, ``actor`` and ``ceiling`` named
+    as "module:attribute" are imported on first use (and are then the real objects)."""
+    probe = (
+        "import sys\n"
+        "from fasttrain.learners import LEARNERS\n"
+        "from fasttrain import config\n"
+        "config.check_layer({'ppo': {'num_envs': 8}, 'dqn': {'loss': 'huber'}})\n"
+        "heavy = ('torch', 'numba', 'fasttrain.learners.ppo')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "trainer = LEARNERS['ppo'].trainer\n"
+        "print(trainer.__module__, trainer.__name__, 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert result.stdout.splitlines() == ["[]", "fasttrain.learners.ppo Trainer True"]
+    assert LEARNERS["dqn"].actor.__module__ == "fasttrain.learners.dqn"
+    assert callable(LEARNERS["pqn"].ceiling)
 
 
 def test_a_registered_learner_gets_config_sections_and_leaves_none_behind():

@@ -154,7 +154,7 @@ def test_bad_suite_options_are_one_line(args, words):
 
 
 def test_each_game_trains_with_its_own_learner_unless_algo_names_one():
-    assert learning.learner_of("minatar-seaquest", None) == "pqn"  # presets.GAME_ALGOS
+    assert learning.learner_of("minatar-seaquest", None) == "pqn"  # its preset's [run] algo
     assert learning.learner_of("minatar-asterix", None) == "pqn"
     assert learning.learner_of("minatar-breakout", None) == "ppo"
     assert learning.learner_of("minatar-seaquest", "ppo") == "ppo"

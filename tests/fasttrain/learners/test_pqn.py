@@ -24,7 +24,8 @@ from fasttrain import config as cfg
 from fasttrain.checkpoint import load_agent
 from fasttrain.cli import main
 from fasttrain.kernels.qlambda import qlambda
-from fasttrain.learners.pqn import PQNConfig, Trainer, epsilon_at
+from fasttrain.learners.pqn import Trainer, epsilon_at
+from fasttrain.learners.pqn_config import PQNConfig
 from fasttrain.runner import run
 from tests.cli import ROOT
 from tests.fasttrain.test_learners import assert_same
@@ -238,22 +239,6 @@ def test_agents_are_rows_in_a_multi_agent_game():
     assert trainer.global_step == 8 * 12 and np.isfinite(losses["losses/td_loss"])
 
 
-def test_bad_settings_end_in_one_line():
-    cases = [
-        ({"num_minibatches": 5}, "does not split into pqn.num_minibatches = 5"),
-        ({"q_lambda": 1.5}, "pqn.q_lambda must be in [0, 1]"),
-        ({"exploration_fraction": -0.1}, "pqn.exploration_fraction must be in [0, 1]"),
-        ({"learning_rate": 0.0}, "pqn.learning_rate must be > 0"),
-        ({"optimizer": "sgd"}, "must be one of adam, muon"),
-    ]
-    for values, words in cases:
-        with pytest.raises(cfg.ConfigError) as info:
-            cfg.from_dict({"pqn": values})
-        assert "\n" not in str(info.value) and words in str(info.value), info.value
-    with pytest.raises(cfg.ConfigError, match="needs a learner with recurrent policies"):
-        cfg.from_dict({"run": {"algo": "pqn"}, "model": {"core": "lstm"}})
-
-
 # ------------------------------------------------------------------------------- CLI
 
 
@@ -405,7 +390,7 @@ def test_pqn_learns_cartpole(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("game", "floor"), [("minatar-asterix", 3.0), ("minatar-seaquest", 5.0)])
 def test_pqn_is_the_learner_of_asterix_and_seaquest_and_learns_them(tmp_path, game, floor):
-    """The games that train with PQN by default (presets.GAME_ALGOS) clear a low floor with
+    """The games that train with PQN by default (their preset's [run] algo) clear a low floor with
     their preset over a 3M-step schedule (random play: ~0.5 and ~0.2). Over the full 10M-step
     schedule, seeds 0-2 passed 3 (Asterix) by 1.5-2M steps and 5 (Seaquest) by 1.5-2M steps. The
     run stops at the first metrics row at the floor or more."""
