@@ -499,7 +499,7 @@ def eval_command(
 def sweep_command(config_file, out, trials, sets, seed):
     """Search hyperparameters with Optuna; every trial is a run directory in --out."""
     from fasttrain import config as cfg
-    from fasttrain import sweep
+    from fasttrain import sweep, sweepfile
 
     try:
         sweep.require_optuna()  # first: without it nothing else matters
@@ -508,7 +508,7 @@ def sweep_command(config_file, out, trials, sets, seed):
         def terminate(signum, frame):  # between trials too: write the table, exit 143
             raise RunInterrupted(signum)
 
-        spec = sweep.from_layers(cfg.user_layers(config_file, sets), trials=trials, seed=seed)
+        spec = sweepfile.from_layers(cfg.user_layers(config_file, sets), trials=trials, seed=seed)
         main_thread = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
         try:

@@ -58,7 +58,6 @@ from fasttrain.configfile import to_toml
 from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.rundir import check_regular, check_writable, write_atomic
 from fasttrain.sweepfile import OBJECTIVES, Sweep, SweepSettings, load
-from fasttrain.sweepfile import from_layers as from_layers  # the CLI reads sweep files here
 from fasttrain.targets import Target
 
 POINTS = 20  # pruning reports per trial budget

@@ -180,9 +180,9 @@ def parse(args: list[str]) -> None:
         run_config(*(p[k] for k in keys), p["verbose"])
     if name == "sweep":
         from fasttrain import config as cfg
-        from fasttrain import sweep
+        from fasttrain import sweepfile
 
-        sweep.from_layers(cfg.user_layers(p["config_file"], p["sets"]), p["trials"], p["seed"])
+        sweepfile.from_layers(cfg.user_layers(p["config_file"], p["sets"]), p["trials"], p["seed"])
 
 
 def invoke(args: list[str]) -> str:
@@ -204,13 +204,13 @@ def invoke(args: list[str]) -> str:
 def check_toml(block: Block) -> None:
     """A toml block loads as a config file (a sweep file where it has a [sweep] table)."""
     from fasttrain import config as cfg
-    from fasttrain import sweep
+    from fasttrain import sweepfile
 
     if block.text.lstrip().startswith(("--8<--", "# fragment")):
         return
     data = cfg.tomllib.loads(block.text)
     if "sweep" in data:
-        sweep.from_layers([("toml block", data)])
+        sweepfile.from_layers([("toml block", data)])
     else:
         cfg.from_dict(data, "toml block")
 
