@@ -39,7 +39,7 @@ from fasttrain.distributed import BACKENDS as DIST_BACKENDS
 from fasttrain.errors import ConfigError, reason
 from fasttrain.kernels.env import shape_params
 from fasttrain.learners import LEARNERS
-from fasttrain.learners.common import check_memory
+from fasttrain.learners.base import check_memory
 from fasttrain.models import CORES, MODEL_KINDS, training_nbytes
 from fasttrain.presets import GAME_ALGOS, GAME_DEFAULTS, preset, preset_source
 from fasttrain.rundir import file_kind

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fasttrain.learners import dqn, ppo, pqn
-from fasttrain.learners.common import OPTIMIZERS
+from fasttrain.learners.optim import OPTIMIZERS
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Learner:
     validate: Callable
     """``validate(section, where)``: raise ``ConfigError`` with one line on bad values"""
     trainer: type
-    """``trainer(config, warn=print)``: a ``learners.common.TrainerBase`` with ``iterate()``"""
+    """``trainer(config, warn=print)``: a ``learners.base.TrainerBase`` with ``iterate()``"""
     actor: Callable
     """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0,
     greedy=True, seed=0) -> act(obs) -> actions``: the agent of a checkpoint (its most likely

@@ -20,19 +20,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
-from fasttrain.learners.common import (
-    CompiledStep,
+from fasttrain.learners.base import (
     TrainerBase,
-    call_module,
     check_memory,
-    check_optimizer,
     greedy_q_actor,
-    make_optimizer,
     one_torch_thread,
     user_sizes,
     warn_once,
 )
+from fasttrain.learners.optim import check_optimizer, foreach_copy, foreach_lerp, make_optimizer
 from fasttrain.learners.sumtree import SumTree
 from fasttrain.models import make_q_network
 
@@ -499,9 +497,9 @@ class Trainer(TrainerBase):
             online = list(self.q_network.parameters())
             target = list(self.target_network.parameters())
             if tau == 1.0:
-                torch._foreach_copy_(target, online)
+                foreach_copy(target, online)
             else:
-                torch._foreach_lerp_(target, online, tau)
+                foreach_lerp(target, online, tau)
 
     def iterate(self) -> dict:
         """``num_steps`` env steps with updates every ``train_frequency``; returns mean losses."""

@@ -28,23 +28,27 @@ import torch
 import torch.nn.functional as F
 
 from fasttrain import distributed
-from fasttrain.errors import ConfigError
-from fasttrain.kernels.gae import GAE
-from fasttrain.learners.common import (
+from fasttrain.compile import (
     DEFER_SHARE,
     CompiledStep,
     DeferredCompile,
-    TrainerBase,
     adopt_compiled,
     call_module,
+)
+from fasttrain.errors import ConfigError
+from fasttrain.kernels.gae import GAE
+from fasttrain.learners.base import (
+    TrainerBase,
     check_memory,
-    check_optimizer,
-    make_optimizer,
     one_torch_thread,
-    rates_as_tensors,
-    set_learning_rate,
     user_sizes,
     warn_once,
+)
+from fasttrain.learners.optim import (
+    check_optimizer,
+    make_optimizer,
+    rates_as_tensors,
+    set_learning_rate,
 )
 from fasttrain.models import make_policy
 
@@ -313,7 +317,7 @@ class Trainer(TrainerBase):
             self.args.optimizer, shadow.policy, self.args.learning_rate, eps=1e-5
         )
         rates_as_tensors(shadow.optimizer)  # the run takes this optimizer over at the switch
-        shadow.ctx = dataclasses.replace(self.ctx, skipped=None, _backups={})
+        shadow.ctx = dataclasses.replace(self.ctx, skipped=None, backups={})
         obs_shape, n = self.env.obs_shape, self.batch_size
         shadow.b_obs = torch.zeros((n, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
         shadow.b_actions = torch.zeros(n, dtype=torch.int64, device=self.device)

@@ -19,20 +19,21 @@ from dataclasses import dataclass
 
 import torch
 
+from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.qlambda import QLAMBDA
-from fasttrain.learners.common import (
-    CompiledStep,
+from fasttrain.learners.base import (
     TrainerBase,
-    call_module,
     check_memory,
-    check_optimizer,
     greedy_q_actor,
-    make_optimizer,
     one_torch_thread,
-    set_learning_rate,
     user_sizes,
     warn_once,
+)
+from fasttrain.learners.optim import (
+    check_optimizer,
+    make_optimizer,
+    set_learning_rate,
 )
 from fasttrain.models import make_q_network
 
