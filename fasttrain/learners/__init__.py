@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fasttrain.learners import dqn, ppo, pqn
+from fasttrain.learners import dqn, ppo, ppo_overlap, pqn  # noqa: F401 (ppo_overlap: see ppo.Trainer)
 from fasttrain.learners.optim import OPTIMIZERS
 
 

@@ -70,19 +70,6 @@ def warn_once(warn):
     return once
 
 
-def greedy_q_actor(q_network, model_state: dict):
-    """``obs -> actions``, the argmax of ``q_network`` loaded with ``model_state`` (the acting of
-    every value learner in play and eval)."""
-    q_network.load_state_dict(model_state)
-    q_network.eval()
-
-    def act(obs: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            return q_network(obs).argmax(dim=1)
-
-    return act
-
-
 @dataclass
 class Timers:
     """Seconds spent per phase since the last ``reset``."""

@@ -22,10 +22,10 @@ import torch.nn.functional as F
 
 from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
+from fasttrain.learners.actors import greedy_q_actor
 from fasttrain.learners.base import (
     TrainerBase,
     check_memory,
-    greedy_q_actor,
     one_torch_thread,
     user_sizes,
     warn_once,
