@@ -462,7 +462,7 @@ def _check_model(config: Config, spec) -> None:
         raise ConfigError(f"model.core_size must be >= 1, got {model.core_size}")
     import torch  # counting the network's bytes builds it on the meta device
 
-    from fasttrain.learners.common import check_memory
+    from fasttrain.learners.base import check_memory
     from fasttrain.models import training_nbytes
 
     check_memory(  # weights are made on the host first, whatever the device

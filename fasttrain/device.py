@@ -121,9 +121,9 @@ def cpp_compiler() -> str | None:
 def dynamo_supported() -> bool:
     """Whether this torch can compile on this Python (torch 2.3 could not on Python 3.12)."""
     try:
-        from torch._dynamo import is_dynamo_supported
+        from fasttrain.kernels.internals import resolve
 
-        return bool(is_dynamo_supported())
+        return bool(resolve("torch._dynamo.is_dynamo_supported")())
     except Exception:  # an old or stripped-down torch
         return False
 

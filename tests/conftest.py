@@ -127,7 +127,7 @@ def _no_compile_left_running():
     thread; it ends with the test that started it, so it never shares dynamo's counters or
     torch's global state with the next one."""
     yield
-    from fasttrain.learners.common import wait_for_background_compiles
+    from fasttrain.compile import wait_for_background_compiles
 
     wait_for_background_compiles()
 

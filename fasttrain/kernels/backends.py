@@ -12,6 +12,7 @@ import contextlib
 
 import numpy as np
 
+from . import internals
 from .build import Launchers, game_functions, load_launchers
 from .compiling import compile_now
 from .device import cuda_problem, simulator
@@ -82,10 +83,12 @@ def keep_writes_through_tuples() -> None:
     alias of the arguments, whatever order the analysis visits the blocks in. It only ever
     keeps code (an array a function allocates still counts as its own). Idempotent.
     """
-    from numba.core import ir, ir_utils, types
+    import numba
 
-    extensions = ir_utils.alias_analysis_extensions
-    previous = extensions.get(ir.Assign)
+    extensions = internals.resolve("numba.core.ir_utils.alias_analysis_extensions")
+    assign = internals.resolve("numba.core.ir.Assign")
+    var, expr = internals.resolve("numba.core.ir.Var"), internals.resolve("numba.core.ir.Expr")
+    previous = extensions.get(assign)
     if getattr(previous, "keeps_tuple_writes", False):
         return
 
@@ -93,19 +96,19 @@ def keep_writes_through_tuples() -> None:
         if previous is not None:
             previous(instr, args, typemap, func_ir, alias_map, arg_aliases)
         value = instr.value
-        taken = isinstance(value, ir.Var) or (
-            isinstance(value, ir.Expr) and value.op in ("getattr", "static_getitem", "getitem")
+        taken = isinstance(value, var) or (
+            isinstance(value, expr) and value.op in ("getattr", "static_getitem", "getitem")
         )
         if (
             taken
             and isinstance(arg_aliases, set)  # parfor lowering passes a dict, to find no aliases
             and typemap
-            and isinstance(typemap.get(instr.target.name), types.Array)
+            and isinstance(typemap.get(instr.target.name), numba.types.Array)
         ):
             arg_aliases.add(instr.target.name)
 
     extension.keeps_tuple_writes = True
-    extensions[ir.Assign] = extension
+    extensions[assign] = extension
 
 
 class CPUBackend(PythonBackend):
@@ -113,11 +116,18 @@ class CPUBackend(PythonBackend):
 
     name = "cpu"
     # inline="always": without it each env pays a call passing ~25 array structs (2.5x slower).
-    # _nrt=False: no reference counting (games never allocate); with it every array in the
-    # objects was counted at every step, and Snake ran at half speed (one thread: 6.9M against
-    # 12.8M env-steps/s with one argument per array, 20M without counting)
+    # _nrt=False (a private option: fasttrain.kernels.internals): no reference counting (games
+    # never allocate); with it every array in the objects was counted at every step, and Snake
+    # ran at half speed (one thread: 6.9M against 12.8M env-steps/s with one argument per array,
+    # 20M without counting)
     GAME_OPTIONS = dict(cache=False, error_model="numpy", inline="always")
-    LAUNCH_OPTIONS = dict(parallel=True, cache=True, error_model="numpy", nogil=True, _nrt=False)
+    LAUNCH_OPTIONS = {
+        "parallel": True,
+        "cache": True,
+        "error_model": "numpy",
+        "nogil": True,
+        internals.name("numba.core.cpu.CPUTargetOptions._nrt"): False,
+    }
 
     def compile(self, spec: GameSpec) -> Launchers:
         if spec not in self._cache:

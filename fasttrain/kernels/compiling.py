@@ -43,12 +43,16 @@ def compile_now(what: str, backend: str, work) -> None:
     """Compile every ``(dispatcher, args)`` of ``work`` for the types of ``args`` now, so that
     the launches with those arguments find it compiled. When Numba has to compile (a cold
     cache), the notice is printed first and the seconds it took after it, on the same line."""
-    from numba.core import event
+    from .internals import resolve
 
+    listener, install_listener = (
+        resolve("numba.core.event.Listener"),
+        resolve("numba.core.event.install_listener"),
+    )
     say = _say[0]
     started: list[float] = []
 
-    class Announce(event.Listener):
+    class Announce(listener):
         """Numba fires ``numba:compile`` only when it compiles, not on a cache hit."""
 
         def on_start(self, ev):
@@ -60,7 +64,7 @@ def compile_now(what: str, backend: str, work) -> None:
             pass
 
     try:
-        with event.install_listener("numba:compile", Announce()):
+        with install_listener("numba:compile", Announce()):
             for dispatcher, args in work:
                 dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
     except BaseException:

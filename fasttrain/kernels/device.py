@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from .internals import resolve
+
 INSTALL_HINT = "install the GPU extra with: pip install 'fasttrain[cuda]'"
 
 
@@ -96,14 +98,15 @@ def device_args(args) -> tuple:
         The same arguments, arrays as Numba device arrays sharing the callers' memory.
     """
     if simulator():
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        fake_cuda_array = resolve("numba.cuda.simulator.cudadrv.devicearray.FakeCUDAArray")
 
         def convert(a):
-            return FakeCUDAArray(a) if isinstance(a, np.ndarray) else a
+            return fake_cuda_array(a) if isinstance(a, np.ndarray) else a
 
     else:
         from numba import cuda
-        from numba.cuda.cudadrv.devicearray import is_cuda_ndarray
+
+        is_cuda_ndarray = resolve("numba.cuda.cudadrv.devicearray.is_cuda_ndarray")
 
         def convert(a):
             if cuda.is_cuda_array(a) and not is_cuda_ndarray(a):

@@ -22,6 +22,7 @@ from .cuda import kernel_module
 from .device import simulator
 from .env import KernelEnv
 from .gae import GAE, example_args
+from .internals import InternalMissing, assign, resolve
 from .spec import GameSpec
 
 
@@ -42,16 +43,18 @@ def _target_cc(cc: tuple[int, int]):
     numba-cuda asks the current device for its compute capability when a kernel calls a device
     function; this swaps that query for ``cc`` for the duration of an offline compile.
     """
-    from numba.cuda import dispatcher
-
-    if not hasattr(dispatcher, "get_current_device"):
-        raise RuntimeError("this numba-cuda version cannot compile device functions offline")
-    original = dispatcher.get_current_device
-    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc)
+    path = "numba.cuda.dispatcher.get_current_device"
+    try:
+        original = resolve(path)
+    except InternalMissing:
+        raise RuntimeError(
+            "this numba-cuda version cannot compile device functions offline"
+        ) from None
+    assign(path, lambda: types.SimpleNamespace(compute_capability=cc))
     try:
         yield
     finally:
-        dispatcher.get_current_device = original
+        assign(path, original)
 
 
 def compile_ptx(spec: GameSpec, params=None, cc: tuple[int, int] = (9, 0)) -> dict[str, str]:

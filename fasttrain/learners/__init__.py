@@ -33,7 +33,7 @@ class Learner:
     validate: Callable
     """``validate(section, where)``: raise ``ConfigError`` with one line on bad values"""
     trainer: type | str
-    """``trainer(config, warn=print)``: a ``learners.common.TrainerBase`` with ``iterate()``"""
+    """``trainer(config, warn=print)``: a ``learners.base.TrainerBase`` with ``iterate()``"""
     actor: Callable | str
     """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0,
     greedy=True, seed=0) -> act(obs) -> actions``: the agent of a checkpoint (its most likely
@@ -93,7 +93,9 @@ register(
         "ppo",
         ppo_config.PPOConfig,
         ppo_config.validate,
-        "fasttrain.learners.ppo:Trainer",
+        # PPO's Trainer, named through ppo_overlap: importing that module hands PPO its
+        # overlapped subclass, which Trainer(config) builds where ppo.overlap is set
+        "fasttrain.learners.ppo_overlap:Trainer",
         "fasttrain.learners.ppo:actor",
         check_model=ppo_config.check_model,
         ceiling="fasttrain.learners.ppo:ceiling",

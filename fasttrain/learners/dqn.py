@@ -19,14 +19,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
-from fasttrain.learners.common import (
-    CompiledStep,
+from fasttrain.learners.actors import greedy_q_actor
+from fasttrain.learners.base import (
     TrainerBase,
-    call_module,
     check_memory,
-    greedy_q_actor,
-    make_optimizer,
     one_torch_thread,
     user_sizes,
     warn_once,
@@ -34,6 +32,7 @@ from fasttrain.learners.common import (
 
 # CONFIG: the [dqn] dataclass and its checks are in dqn_config.py (torch-free)
 from fasttrain.learners.dqn_config import AUTO_COMPILE
+from fasttrain.learners.optim import foreach_copy, foreach_lerp, make_optimizer
 from fasttrain.learners.sumtree import SumTree
 from fasttrain.models import make_q_network
 
@@ -392,9 +391,9 @@ class Trainer(TrainerBase):
             online = list(self.q_network.parameters())
             target = list(self.target_network.parameters())
             if tau == 1.0:
-                torch._foreach_copy_(target, online)
+                foreach_copy(target, online)
             else:
-                torch._foreach_lerp_(target, online, tau)
+                foreach_lerp(target, online, tau)
 
     def iterate(self) -> dict:
         """``num_steps`` env steps with updates every ``train_frequency``; returns mean losses."""

@@ -4,15 +4,9 @@ The environment writes each step's observations straight into the rollout storag
 ``obs[t + 1]`` (and final observations of ended episodes into ``final_obs[t]``), so the learner
 never gathers or copies experience. Truncated steps bootstrap from the value of ``final_obs``.
 
-With ``ppo.overlap`` the rollout of iteration k + 1 is collected, in a second thread and a
-second storage, with the weights from before update k while update k runs: one iteration of
-policy lag. Plain PPO clips its ratio against the policy that acted, which with lag is one update
-old, so the trust region is half spent before the update starts (measured: CartPole at a high
-learning rate collapses from 500). With ``ppo.decoupled`` (the default) the ratio is taken
-against the weights the update starts from (the proximal policy, one forward pass over the batch)
-and each sample is weighted by proximal over behaviour probability, capped (Hilton et al. 2021,
-"Batch size-invariance for policy optimization"). The rollout and the update draw from their own
-random streams and the swap happens at a fixed point, so results never depend on timing.
+Recurrent policies replay whole sequences from stored states; ``ppo.max_minibatch_size``
+accumulates gradients over chunks of a minibatch. ``ppo.overlap`` (acting while learning, with
+the decoupled objective) is the subclass in ``learners/ppo_overlap.py``.
 """
 
 from __future__ import annotations
@@ -20,101 +14,62 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import threading
 import time
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from fasttrain import distributed
-from fasttrain.errors import ConfigError
-from fasttrain.kernels.gae import GAE
-from fasttrain.learners.common import (
+from fasttrain.compile import (
     DEFER_SHARE,
     CompiledStep,
     DeferredCompile,
-    TrainerBase,
     adopt_compiled,
     call_module,
+)
+from fasttrain.errors import ConfigError
+from fasttrain.learners.actors import PolicyActor
+from fasttrain.learners.base import (
+    TrainerBase,
     check_memory,
-    make_optimizer,
     one_torch_thread,
-    rates_as_tensors,
-    set_learning_rate,
     user_sizes,
     warn_once,
+)
+from fasttrain.learners.optim import (
+    make_optimizer,
+    rates_as_tensors,
+    set_learning_rate,
 )
 
 # CONFIG: the [ppo] dataclass and its checks are in ppo_config.py (torch-free)
 from fasttrain.learners.ppo_config import AUTO_COMPILE
+from fasttrain.learners.rollout import Rollout, new_rollout
 from fasttrain.models import make_policy
 
 # ------------------------------------------------------------------------------- SETUP
 
 
-@dataclass
-class Rollout:
-    """One rollout's time-major storage (``T`` steps of ``N`` rows), allocated once. The env
-    writes ``obs[t + 1]`` and ``final_obs[t]`` of step t straight into it (``step_outputs``),
-    and the advantage kernel is bound to it (``gae``)."""
-
-    obs: torch.Tensor  # (T + 1, N, *obs_shape): obs[0] where the rollout starts
-    final_obs: torch.Tensor  # (T, N, *obs_shape): valid where step t ended an episode
-    actions: torch.Tensor  # (T, N) int64
-    logprobs: torch.Tensor  # (T, N): of the actions, under the policy that acted
-    values: torch.Tensor  # (T, N)
-    rewards: torch.Tensor  # (T, N)
-    final_values: torch.Tensor  # (T, N): value of final_obs[t] where step t truncated
-    advantages: torch.Tensor  # (T, N)
-    returns: torch.Tensor  # (T, N)
-    terminated: torch.Tensor  # (T, N) bool
-    truncated: torch.Tensor  # (T, N) bool
-    # episode_starts[t]: obs[t] is the first of an episode, so a recurrent state restarts
-    episode_starts: torch.Tensor  # (T + 1, N) bool
-    last_values: torch.Tensor  # (N,): value of obs[T], the bootstrap
-    # a recurrent policy's state entering each step: states[t] goes into step t (restarted
-    # inside the policy where episode_starts[t]); states[0] carries over between rollouts
-    states: torch.Tensor | None = None  # (T + 1, N, state_size)
-    step_outputs: list = field(default_factory=list, repr=False)
-    gae: object = field(default=None, repr=False)
-
-    # what a checkpoint keeps of a collected rollout that is still to be learned from
-    SAVED = (
-        "obs",
-        "final_obs",
-        "actions",
-        "logprobs",
-        "values",
-        "rewards",
-        "final_values",
-        "advantages",
-        "returns",
-        "terminated",
-        "truncated",
-        "episode_starts",
-        "states",
-    )
-
-    def carry_over(self, other: Rollout) -> None:
-        """Start where ``other`` ended: its last observation, restart flags and states."""
-        self.obs[0].copy_(other.obs[-1])
-        self.episode_starts[0].copy_(other.episode_starts[-1])
-        if self.states is not None:
-            self.states[0].copy_(other.states[-1])
-
-
-# the largest weight proximal / behaviour probability a sample gets in the decoupled objective
-DECOUPLED_WEIGHT_MAX = 2.0
-
-
 class Trainer(TrainerBase):
-    """Holds the environment, network, optimizer and rollout storage of one PPO run."""
+    """Holds the environment, network, optimizer and rollout storage of one PPO run.
+
+    ``Trainer(config)`` with ``ppo.overlap`` builds the overlapped subclass
+    (``learners/ppo_overlap.py``), which names itself in ``overlapped`` when imported (the
+    learner registry reaches this class through that module), so that this file need not
+    import it."""
+
+    overlapped: type | None = None
+
+    def __new__(cls, config=None, warn=print):
+        if cls is Trainer and config is not None and config.learner.overlap:
+            if Trainer.overlapped is None:  # never silently plain PPO
+                raise RuntimeError("ppo.overlap needs fasttrain.learners.ppo_overlap imported")
+            cls = Trainer.overlapped
+        return super().__new__(cls)
 
     def __init__(self, config, warn=print):
         self.args = args = config.learner
         super().__init__(config, args.num_envs)
-        env = self.env
         with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
             self.policy = self.make_policy()
         self.share_weights(self.policy)
@@ -125,83 +80,24 @@ class Trainer(TrainerBase):
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
         self.recurrent = self.policy.is_recurrent
         self.plan_minibatches()
-        self.check_storage(2 if args.overlap else 1)
+        check_memory(self.storage_bytes(), "PPO rollout storage", self.device)
         self.storage = self.new_rollout()
-        # decoupled PPO: log-probabilities of the batch under the weights the update starts from
-        self.decoupled = args.overlap and args.decoupled
-        self.b_prox_logprobs = None
-        if self.decoupled:
-            self.b_prox_logprobs = torch.zeros(self.batch_size, device=self.device)
-        self.storage.obs[0].copy_(env.obs)
+        self.storage.obs[0].copy_(self.env.obs)
         # a tensor, so annealing it (ppo.anneal_ent) changes no compiled graph
         self.ent_coef = torch.tensor(float(args.ent_coef), device=self.device)
         warn_always, warn = warn, warn_once(warn)  # one compile warning for both steps
         self.compile_mode = self.compile_mode_for(AUTO_COMPILE, recurrent=self.recurrent)
         self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
-        # the policy that acts: the learner's own, or with overlap a copy holding the weights
-        # from before the update that runs meanwhile, with its own storage and random stream
-        self.behaviour, self.next_storage = self.policy, None
-        self.rollout_generator = self.generator
-        self.collected = False  # overlap: ``storage`` holds a rollout still to learn from
-        if args.overlap:
-            self.behaviour = self.make_policy()
-            self.behaviour.requires_grad_(False)
-            self.next_storage = self.new_rollout()
-            seed = distributed.rank_seed(config.run.seed, self.ctx.ranks.rank) + 1
-            self.rollout_generator = torch.Generator(device=self.device).manual_seed(seed % 2**63)
+        self.setup_behaviour()
         self.act_policy = CompiledStep(
             call_module, self.behaviour, self.compile_mode, warn, "the network"
         )
-        # the steps compile in the background while the first twentieth trains eagerly; under
-        # torchrun at once (a copy's gradient all-reduce would meet the real one's)
-        self.deferred = None
-        if self.train_step.compiled and not self.ctx.ranks.enabled:
-            switch_at = max(1, self.num_iterations // DEFER_SHARE)
-            steps = [self.train_step, self.act_policy]
-            self.deferred = DeferredCompile(
-                steps, switch_at, say=warn_always, adopt=self.adopt_compiled
-            )
-            self.deferred.start(self.precompile)
+        self.deferred = self.compile_in_background(warn_always)
 
-    def precompile(self) -> None:
-        """Compile the update step and the acting network on copies of them (zero data of the
-        real shapes), so the run trains on in the meantime: in the background thread."""
-        shadow = copy.copy(self)
-        shadow.policy = copy.deepcopy(self.policy)
-        shadow.optimizer = make_optimizer(
-            self.args.optimizer, shadow.policy, self.args.learning_rate, eps=1e-5
-        )
-        rates_as_tensors(shadow.optimizer)  # the run takes this optimizer over at the switch
-        shadow.ctx = dataclasses.replace(self.ctx, skipped=None, _backups={})
-        obs_shape, n = self.env.obs_shape, self.batch_size
-        shadow.b_obs = torch.zeros((n, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
-        shadow.b_actions = torch.zeros(n, dtype=torch.int64, device=self.device)
-        for name in ("b_logprobs", "b_advantages", "b_returns", "b_values", "b_prox_logprobs"):
-            setattr(shadow, name, torch.zeros(n, device=self.device))
-        if self.recurrent:
-            shadow.b_states = torch.zeros((n, self.policy.state_size), device=self.device)
-            shadow.b_starts = torch.ones(n, dtype=torch.bool, device=self.device)
-            steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
-            mb = steps + torch.arange(self.sequences_per_minibatch, device=self.device)[None]
-        else:
-            mb = torch.arange(self.minibatch_size, device=self.device)
-        self.train_step.precompile(shadow, mb)
-        self.compiled_on = shadow  # read at the switch (adopt_compiled), after the thread ended
-        behaviour = copy.deepcopy(self.behaviour)
-        obs = torch.zeros((self.rows, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
-        starts = torch.ones(self.rows, dtype=torch.bool, device=self.device)
-        state = torch.zeros((self.rows, self.policy.state_size)) if self.recurrent else None
-        with torch.inference_mode():
-            self.act_policy.precompile(behaviour, obs, state, starts)
-
-    def adopt_compiled(self) -> None:
-        """At the switch: train on the optimizer and parameter objects the update step was
-        compiled on (holding this run's values), so it runs without compiling again."""
-        shadow = self.__dict__.pop("compiled_on", None)
-        if shadow is not None:
-            self.optimizer = adopt_compiled(
-                self.policy, self.optimizer, shadow.policy, shadow.optimizer
-            )
+    def setup_behaviour(self) -> None:
+        """The policy that acts and the random stream it samples from: the learner's own
+        (``ppo_overlap`` acts with a copy of the weights from before the update)."""
+        self.behaviour, self.rollout_generator = self.policy, self.generator
 
     def make_policy(self):
         env = self.env
@@ -229,58 +125,87 @@ class Trainer(TrainerBase):
             if self.chunk is not None:
                 self.chunk //= self.horizon
 
-    def check_storage(self, copies: int) -> None:
-        """Refuse, in one line and before allocating, rollout storage that cannot fit."""
+    def storage_bytes(self) -> int:
+        """Bytes of one rollout's storage, checked before allocating it."""
         T, N, env = self.args.num_steps, self.rows, self.env
         state_size = self.policy.state_size if self.recurrent else 0
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        rollout_bytes = (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
-        proximal = T * N * 4 if copies > 1 and self.args.decoupled else 0
-        check_memory(copies * rollout_bytes + proximal, "PPO rollout storage", self.device)
+        return (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
 
     def new_rollout(self) -> Rollout:
         """Zeroed storage for one rollout, its env outputs and advantage kernel bound once."""
-        args, env, dev = self.args, self.env, self.device
-        T, N = args.num_steps, self.rows
+        state_size = self.policy.state_size if self.recurrent else None
+        backend = self.ctx.device.backend
+        return new_rollout(self.env, self.args, self.rows, state_size, self.device, backend)
 
-        def zeros(*shape, dtype=torch.float32):
-            return torch.zeros(shape, dtype=dtype, device=dev)
+    # --------------------------------------------------------------------------- COMPILE
 
-        storage = Rollout(
-            obs=zeros(T + 1, N, *env.obs_shape, dtype=env.obs_dtype),
-            final_obs=zeros(T, N, *env.obs_shape, dtype=env.obs_dtype),
-            actions=zeros(T, N, dtype=torch.int64),
-            logprobs=zeros(T, N),
-            values=zeros(T, N),
-            rewards=zeros(T, N),
-            final_values=zeros(T, N),
-            advantages=zeros(T, N),
-            returns=zeros(T, N),
-            terminated=zeros(T, N, dtype=torch.bool),
-            truncated=zeros(T, N, dtype=torch.bool),
-            episode_starts=torch.ones((T + 1, N), dtype=torch.bool, device=dev),
-            last_values=zeros(N),
-            states=zeros(T + 1, N, self.policy.state_size) if self.recurrent else None,
+    def compile_in_background(self, say) -> DeferredCompile | None:
+        """Where the steps compile: in the background while the first twentieth trains eagerly
+        (``precompile``), switching at a fixed iteration; None where they run eagerly, or under
+        torchrun, where they compile at once (a copy's gradient all-reduce would meet the real
+        one's)."""
+        if not self.train_step.compiled or self.ctx.ranks.enabled:
+            return None
+        switch_at = max(1, self.num_iterations // DEFER_SHARE)
+        steps = [self.train_step, self.act_policy]
+        deferred = DeferredCompile(steps, switch_at, say=say, adopt=self.adopt_compiled)
+        deferred.start(self.precompile)
+        return deferred
+
+    def precompile(self) -> None:
+        """Compile the update step and the acting network on copies of them (zero data of the
+        real shapes), so the run trains on in the meantime: in the background thread."""
+        shadow = self.compile_copy()
+        if self.recurrent:
+            steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
+            mb = steps + torch.arange(self.sequences_per_minibatch, device=self.device)[None]
+        else:
+            mb = torch.arange(self.minibatch_size, device=self.device)
+        self.train_step.precompile(shadow, mb)
+        self.compiled_on = shadow  # read at the switch (adopt_compiled), after the thread ended
+        behaviour = copy.deepcopy(self.behaviour)
+        obs_shape = self.env.obs_shape
+        obs = torch.zeros((self.rows, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
+        starts = torch.ones(self.rows, dtype=torch.bool, device=self.device)
+        state = torch.zeros((self.rows, self.policy.state_size)) if self.recurrent else None
+        with torch.inference_mode():
+            self.act_policy.precompile(behaviour, obs, state, starts)
+
+    def compile_copy(self) -> Trainer:
+        """The trainer the background compile runs the update step on: a shallow copy of this
+        one (its settings and sizes) with its own policy, optimizer and run context, and zero
+        batches of the real shapes (``zero_batch``), so compiling changes nothing the run
+        reads. The run takes its policy's parameters and optimizer over at the switch."""
+        shadow = copy.copy(self)
+        shadow.policy = copy.deepcopy(self.policy)
+        shadow.optimizer = make_optimizer(
+            self.args.optimizer, shadow.policy, self.args.learning_rate, eps=1e-5
         )
-        storage.step_outputs = [
-            env.bind_outputs(storage.obs[t + 1], storage.final_obs[t]) for t in range(T)
-        ]
-        gae_args = (
-            storage.rewards,
-            storage.values,
-            storage.last_values,
-            storage.final_values,
-            storage.terminated,
-            storage.truncated,
-            args.gamma,
-            args.gae_lambda,
-            storage.advantages,
-            storage.returns,
-        )
-        if self.ctx.device.backend == "cpu":  # CPU tensors as NumPy views
-            gae_args = tuple(a.numpy() if isinstance(a, torch.Tensor) else a for a in gae_args)
-        storage.gae = GAE.bind(self.ctx.device.backend, gae_args)
-        return storage
+        rates_as_tensors(shadow.optimizer)  # the run takes this optimizer over at the switch
+        shadow.ctx = dataclasses.replace(self.ctx, skipped=None, backups={})
+        self.zero_batch(shadow)
+        return shadow
+
+    def zero_batch(self, shadow: Trainer) -> None:
+        """Zero ``b_`` tensors of the real shapes on ``shadow`` (what ``prepare_batch`` views)."""
+        obs_shape, n = self.env.obs_shape, self.batch_size
+        shadow.b_obs = torch.zeros((n, *obs_shape), dtype=self.env.obs_dtype, device=self.device)
+        shadow.b_actions = torch.zeros(n, dtype=torch.int64, device=self.device)
+        for name in ("b_logprobs", "b_advantages", "b_returns", "b_values"):
+            setattr(shadow, name, torch.zeros(n, device=self.device))
+        if self.recurrent:
+            shadow.b_states = torch.zeros((n, self.policy.state_size), device=self.device)
+            shadow.b_starts = torch.ones(n, dtype=torch.bool, device=self.device)
+
+    def adopt_compiled(self) -> None:
+        """At the switch: train on the optimizer and parameter objects the update step was
+        compiled on (holding this run's values), so it runs without compiling again."""
+        shadow = self.__dict__.pop("compiled_on", None)
+        if shadow is not None:
+            self.optimizer = adopt_compiled(
+                self.policy, self.optimizer, shadow.policy, shadow.optimizer
+            )
 
     # --------------------------------------------------------------------------- ROLLOUT
 
@@ -391,13 +316,7 @@ class Trainer(TrainerBase):
         new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
         entropy = -(log_probs.exp() * log_probs).sum(1).mean()
         mb_adv = self.normalised(self.b_advantages[mb]) if advantages is None else advantages
-        if self.decoupled:  # ratio against the proximal policy, weighted prox / behaviour
-            prox = self.b_prox_logprobs[mb]
-            log_ratio = new_logprob - prox
-            weight = (prox - self.b_logprobs[mb]).exp().clamp(max=DECOUPLED_WEIGHT_MAX)
-        else:
-            log_ratio = new_logprob - self.b_logprobs[mb]
-            weight = 1.0
+        log_ratio, weight = self.policy_ratio(mb, new_logprob)
         ratio = log_ratio.exp()
         pg_loss = (
             weight
@@ -419,6 +338,11 @@ class Trainer(TrainerBase):
             clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
             stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
         return loss, stats
+
+    def policy_ratio(self, mb, new_logprob) -> tuple[torch.Tensor, torch.Tensor | float]:
+        """The log of the clipped ratio and each sample's weight: against the policy that
+        acted, every sample weighing 1 (``ppo_overlap`` takes it against the proximal policy)."""
+        return new_logprob - self.b_logprobs[mb], 1.0
 
     def normalised(self, advantages: torch.Tensor) -> torch.Tensor:
         """A minibatch's advantages, normalised to mean 0 and std 1 where ``ppo.norm_adv``."""
@@ -470,27 +394,6 @@ class Trainer(TrainerBase):
             self.b_states = s.states[:-1].reshape(self.batch_size, -1)
             self.b_starts = s.episode_starts[:-1].reshape(-1)
 
-    def proximal_logprobs(self) -> None:
-        """Decoupled PPO, before the update: ``b_prox_logprobs``, the batch's actions under the
-        weights the update starts from, a minibatch at a time (no gradient). The advantages keep
-        the behaviour policy's values: recomputing them from these weights measured no better
-        (CartPole, PufferLib's settings, seeds 0-2: final 497, 342, 500 against 236, 486, 500)."""
-        with torch.no_grad():
-            if not self.recurrent:
-                pieces = torch.arange(self.batch_size, device=self.device).split(
-                    self.minibatch_size
-                )
-            else:
-                steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
-                per, first = self.sequences_per_minibatch, self.minibatch_firsts()
-                pieces = [steps + first[None, i : i + per] for i in range(0, self.sequences, per)]
-            for mb in pieces:
-                with self.ctx.autocast():
-                    logits, _ = self.evaluate_actions(mb)
-                mb = mb.reshape(-1)
-                log_probs = F.log_softmax(logits.float(), dim=1)
-                self.b_prox_logprobs[mb] = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
-
     def minibatch_firsts(self, order: torch.Tensor | None = None) -> torch.Tensor:
         """Flat index of the first step of recurrent sequences ``order`` (default: all, in
         order): sequence j = (chunk j // rows, row j % rows) starts at chunk*horizon*rows+row."""
@@ -507,8 +410,6 @@ class Trainer(TrainerBase):
         if args.anneal_ent:
             self.ent_coef.fill_(frac * args.ent_coef)
         self.prepare_batch()
-        if self.decoupled:
-            self.proximal_logprobs()
         totals = torch.zeros(5, device=self.device)  # pg, v, entropy, approx_kl, clipfrac
         updates = 0
         for _epoch in range(args.update_epochs):
@@ -530,60 +431,22 @@ class Trainer(TrainerBase):
         return {f"losses/{k}": v for k, v in zip(names, means, strict=True)}
 
     def iterate(self) -> dict:
-        """One rollout, advantage pass and update; returns the update's losses. With overlap:
-        the update of the rollout collected last, while the next one is collected."""
+        """One rollout, advantage pass and update; returns the update's losses."""
         if self.deferred is not None:  # the compiled steps from their fixed iteration on
             self.deferred.at(self.iteration)
-        if self.args.overlap:
-            return self.iterate_overlapped()
+        return self.collect_and_update()
+
+    def collect_and_update(self) -> dict:
         self.collect(self.storage)
         losses = self.update()
         self.global_step += self.steps_per_iteration  # agent steps, all ranks
         self.storage.carry_over(self.storage)  # the next rollout starts where this one ended
         return losses
 
-    def iterate_overlapped(self) -> dict:
-        """Update k on ``storage`` (collected with the weights from before update k - 1)
-        while a second thread collects rollout k + 1 into ``next_storage`` with the weights
-        from before update k; then the two storages swap. Only the first iteration (and the
-        first after a resume of a run stopped before its first update) collects alone."""
-        if not self.collected:
-            self.behaviour.load_state_dict(self.policy.state_dict())
-            self.collect(self.storage)
-        self.behaviour.load_state_dict(self.policy.state_dict())  # the weights before update k
-        self.next_storage.carry_over(self.storage)
-        worker = threading.Thread(target=self._collect_in_thread, name="fasttrain-rollout")
-        self._failure = None
-        worker.start()
-        try:
-            losses = self.update()
-        finally:
-            worker.join()
-        if self._failure is not None:
-            raise self._failure
-        self.storage, self.next_storage = self.next_storage, self.storage
-        self.collected = True
-        self.global_step += self.steps_per_iteration  # the steps learned from, all ranks
-        return losses
-
-    def _collect_in_thread(self) -> None:
-        try:
-            if self.device.type == "cuda":  # its own stream: the update's work does not wait
-                stream = torch.cuda.Stream(self.device)
-                stream.wait_stream(torch.cuda.current_stream(self.device))
-                with torch.cuda.stream(stream):
-                    self.collect(self.next_storage)
-                torch.cuda.current_stream(self.device).wait_stream(stream)
-            else:
-                self.collect(self.next_storage)
-        except BaseException as exc:  # raised again in the main thread, after the update
-            self._failure = exc
-
     # --------------------------------------------------------------------------- STATE
 
     def state_dict(self) -> dict:
-        """Everything needed to continue bit for bit (with overlap: the rollout collected but
-        not yet learned from, and its random stream)."""
+        """Everything needed to continue bit for bit."""
         s = self.storage
         state = {
             **self.base_state(),
@@ -593,14 +456,6 @@ class Trainer(TrainerBase):
         }
         if self.recurrent:  # the core's state of every row, where the next rollout starts
             state["next_policy_state"] = s.states[0].cpu().clone()
-        if self.args.overlap:
-            state["rollout_generator"] = self.rollout_generator.get_state()
-            if self.collected:
-                state["collected"] = {
-                    k: getattr(s, k).cpu().clone()
-                    for k in Rollout.SAVED
-                    if getattr(s, k) is not None
-                }
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -624,56 +479,6 @@ class Trainer(TrainerBase):
         s.obs[0].copy_(state["next_obs"])
         if "next_episode_starts" in state:
             s.episode_starts[0].copy_(state["next_episode_starts"])
-        if overlapped:
-            self.rollout_generator.set_state(state["rollout_generator"])
-            collected = state.get("collected")
-            self.collected = collected is not None
-            for key, value in (collected or {}).items():
-                getattr(s, key).copy_(value)
-
-
-class PolicyActor:
-    """``act(obs, episode_starts=None) -> actions`` of a trained policy (for play and eval).
-
-    It picks the most likely action, or with ``greedy=False`` a sample of the policy (seeded).
-    A recurrent policy keeps one state per row between calls: pass ``episode_starts``, a bool
-    tensor true for the rows whose episode starts at ``obs`` (after ``terminated | truncated``),
-    so those rows forget the previous episode; the first call starts every row fresh, and
-    ``reset()`` starts them all again. Feed-forward policies ignore both.
-    """
-
-    def __init__(self, policy, greedy: bool = True, seed: int = 0):
-        self.policy = policy
-        self.greedy = greedy
-        self.is_recurrent = policy.is_recurrent
-        self.generator = torch.Generator().manual_seed(seed)
-        self.state = None
-
-    def reset(self) -> None:
-        """Start every row's next episode with a fresh state."""
-        self.state = None
-
-    def __call__(self, obs: torch.Tensor, episode_starts=None) -> torch.Tensor:
-        obs = torch.as_tensor(obs)
-        if episode_starts is not None:
-            episode_starts = torch.as_tensor(episode_starts, dtype=torch.bool).reshape(-1)
-            if episode_starts.shape[0] != obs.shape[0]:
-                raise ValueError(
-                    f"episode_starts has {episode_starts.shape[0]} entries for "
-                    f"{obs.shape[0]} rows of observations; pass one per row"
-                )
-        if self.state is not None and self.state.shape[0] != obs.shape[0]:
-            raise ValueError(
-                f"this actor holds the state of {self.state.shape[0]} rows, got {obs.shape[0]} "
-                "observations; call reset() to start over with another number of rows"
-            )
-        with torch.inference_mode():
-            logits, _, state = self.policy(obs, self.state, episode_starts)
-            self.state = state
-            if self.greedy:
-                return logits.argmax(dim=1)
-            probs = logits.float().softmax(dim=1)
-            return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
 
 
 def actor(

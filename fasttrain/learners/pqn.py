@@ -18,19 +18,20 @@ import time
 
 import torch
 
+from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.qlambda import QLAMBDA
-from fasttrain.learners.common import (
-    CompiledStep,
+from fasttrain.learners.actors import greedy_q_actor
+from fasttrain.learners.base import (
     TrainerBase,
-    call_module,
     check_memory,
-    greedy_q_actor,
-    make_optimizer,
     one_torch_thread,
-    set_learning_rate,
     user_sizes,
     warn_once,
+)
+from fasttrain.learners.optim import (
+    make_optimizer,
+    set_learning_rate,
 )
 
 # CONFIG: the [pqn] dataclass and its checks are in pqn_config.py (torch-free)
@@ -74,9 +75,19 @@ class Trainer(TrainerBase):
         self.batch_size = self.rows * args.num_steps  # per rank
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
+        self.allocate_storage()
+        warn = warn_once(warn)  # one compile warning covers the rollout and the update
+        self.compile_mode = self.compile_mode_for(AUTO_COMPILE)
+        self.act_network = CompiledStep(
+            call_module, self.q_network, self.compile_mode, warn, "the network"
+        )
+        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
+        self.qlambda = self.bind_returns()
 
-        # time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the env
-        T, N, dev = args.num_steps, self.rows, self.device
+    def allocate_storage(self) -> None:
+        """Time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the
+        env. Refused in one line, before allocating, where it cannot fit."""
+        T, N, dev, env = self.args.num_steps, self.rows, self.device, self.env
         obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
         check_memory((2 * T + 1) * N * obs_bytes + T * N * 48, "PQN rollout storage", dev)
         self.obs = torch.zeros((T + 1, N, *env.obs_shape), dtype=env.obs_dtype, device=dev)
@@ -98,13 +109,14 @@ class Trainer(TrainerBase):
         self.obs[0].copy_(env.obs)
         # the env writes obs[t + 1] and final_obs[t] at step t: bind each pair once
         self.step_outputs = [env.bind_outputs(self.obs[t + 1], self.final_obs[t]) for t in range(T)]
-        warn = warn_once(warn)  # one compile warning covers the rollout and the update
-        self.compile_mode = self.compile_mode_for(AUTO_COMPILE)
-        self.act_network = CompiledStep(
-            call_module, self.q_network, self.compile_mode, warn, "the network"
-        )
-        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
-        # the return kernel's arguments are converted once; CPU tensors as NumPy views
+        # flat views of the rollout, b_ prefixes as in CleanRL (no copies)
+        self.b_obs = self.obs[:-1].view(self.batch_size, *env.obs_shape)
+        self.b_actions = self.actions.view(-1)
+        self.b_returns = self.returns.view(-1)
+
+    def bind_returns(self):
+        """The Q(lambda) return kernel bound to the storage; its arguments are converted once,
+        CPU tensors as NumPy views."""
         kernel_args = (
             self.rewards,
             self.values,
@@ -112,19 +124,15 @@ class Trainer(TrainerBase):
             self.final_values,
             self.terminated,
             self.truncated,
-            args.gamma,
-            args.q_lambda,
+            self.args.gamma,
+            self.args.q_lambda,
             self.returns,
         )
         if self.ctx.device.backend == "cpu":
             kernel_args = tuple(
                 a.numpy() if isinstance(a, torch.Tensor) else a for a in kernel_args
             )
-        self.qlambda = QLAMBDA.bind(self.ctx.device.backend, kernel_args)
-        # flat views of the rollout, b_ prefixes as in CleanRL (no copies)
-        self.b_obs = self.obs[:-1].view(self.batch_size, *env.obs_shape)
-        self.b_actions = self.actions.view(-1)
-        self.b_returns = self.returns.view(-1)
+        return QLAMBDA.bind(self.ctx.device.backend, kernel_args)
 
     # --------------------------------------------------------------------------- ROLLOUT
 

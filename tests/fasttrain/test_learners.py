@@ -30,7 +30,7 @@ from fasttrain import config as cfg
 from fasttrain.cli import main
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS, Learner, register
-from fasttrain.learners.common import TrainerBase
+from fasttrain.learners.base import TrainerBase
 from fasttrain.models import make_policy
 from fasttrain.runner import run
 from tests.cli import ROOT

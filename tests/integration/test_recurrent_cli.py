@@ -17,7 +17,7 @@ from fasttrain import config as cfg
 from fasttrain.checkpoint import load_agent
 from fasttrain.config import ModelConfig
 from fasttrain.evaluate import evaluate, table
-from fasttrain.learners.ppo import PolicyActor
+from fasttrain.learners.actors import PolicyActor
 from fasttrain.models import make_policy
 from fasttrain.runner import run
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from fasttrain import checkpoint
 from fasttrain import config as cfg
 from fasttrain.learners.ppo import Trainer
+from fasttrain.learners.ppo_overlap import OverlapTrainer
 from fasttrain.runner import run
 
 QUIET = dict(echo=lambda *_: None)
@@ -40,6 +41,13 @@ def overlapped(steps: int = 1024, core: str = "none", **ppo) -> cfg.Config:
             "log": {"progress": False, "curves": False},
         }
     )
+
+
+def test_ppo_overlap_builds_the_overlapped_trainer_and_plain_ppo_its_base():
+    trainer = Trainer(overlapped(), warn=lambda *_: None)
+    assert type(trainer) is OverlapTrainer and trainer.behaviour is not trainer.policy
+    plain = Trainer(overlapped(overlap=False), warn=lambda *_: None)
+    assert type(plain) is Trainer and plain.behaviour is plain.policy
 
 
 def logprobs_under(policy, storage, horizon: int | None = None) -> torch.Tensor:

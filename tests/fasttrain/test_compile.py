@@ -1,5 +1,7 @@
-"""A run that compiles trains eagerly while its steps compile in the background, and switches at
-a fixed iteration: the switch waits for a slow compile, so results never depend on its time."""
+"""torch.compile of ``fasttrain/compile.py``: the compiled step equals the eager one, its
+settings (fast tanh, a compile per trainer), and the background compile: a run that compiles
+trains eagerly while its steps compile in the background, and switches at a fixed iteration;
+the switch waits for a slow compile, so results never depend on its time."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import time
 import pytest
 import torch
 
+from fasttrain import compile as compiling
 from fasttrain import config as cfg
-from fasttrain.learners import common
+from fasttrain import device as devices
+from fasttrain.compile import CompiledStep, call_module
 from fasttrain.learners.ppo import Trainer
 
 
@@ -34,7 +38,7 @@ def train(trainer, iterations: int) -> list[torch.Tensor]:
 def test_the_steps_switch_at_a_fixed_iteration_and_update_as_eager_ones_do():
     said = []
     deferred = Trainer(config("default"), warn=said.append)
-    assert deferred.deferred.switch_at == 40 // common.DEFER_SHARE == 2
+    assert deferred.deferred.switch_at == 40 // compiling.DEFER_SHARE == 2
     assert deferred.train_step.deferred and deferred.act_policy.deferred  # eager meanwhile
     eager = Trainer(config("off"), warn=lambda *_: None)
     assert deferred.deferred is not None and eager.deferred is None
@@ -115,7 +119,7 @@ def test_the_background_compile_runs_with_fasttrains_compile_settings(monkeypatc
     monkeypatch.setattr(Trainer, "precompile", record)
     trainer = Trainer(config("default"), warn=lambda *_: None)
     trainer.deferred.thread.join()
-    assert seen == {"limit": common.RECOMPILE_LIMIT, "tanh": True}
+    assert seen == {"limit": compiling.RECOMPILE_LIMIT, "tanh": True}
 
 
 def test_a_slow_compile_makes_the_switch_wait_and_changes_no_weight(monkeypatch):
@@ -174,7 +178,7 @@ def trace_in_a_thread_while(work) -> None:
 
 
 def test_an_eager_forward_while_another_thread_traces_is_left_alone():
-    common._fx_patches_for_their_own_thread()  # what a background compile installs
+    compiling._fx_patches_for_their_own_thread()  # what a background compile installs
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
     x = torch.ones(2, 3)
     expected = net(x)
@@ -189,7 +193,7 @@ def test_a_new_trainer_waits_for_an_earlier_trainers_background_compile(monkeypa
     process that compiled nothing."""
     fresh = [p.detach().clone() for p in Trainer(config("off")).policy.parameters()]
     release, events = threading.Event(), []
-    slow, seed = common.CompiledStep.precompile, torch.manual_seed
+    slow, seed = CompiledStep.precompile, torch.manual_seed
 
     def wait_then_compile(self, owner, *args):
         release.wait(30)
@@ -197,12 +201,145 @@ def test_a_new_trainer_waits_for_an_earlier_trainers_background_compile(monkeypa
         events.append("compiled")
         return slow(self, owner, *args)
 
-    monkeypatch.setattr(common.CompiledStep, "precompile", wait_then_compile)
-    monkeypatch.setattr(common.torch, "manual_seed", lambda s: events.append("seed") or seed(s))
+    monkeypatch.setattr(CompiledStep, "precompile", wait_then_compile)
+    monkeypatch.setattr(torch, "manual_seed", lambda s: events.append("seed") or seed(s))
     dropped = Trainer(config("default"))
     assert dropped.deferred is not None and dropped.deferred.thread.is_alive()
     events.clear()
     threading.Timer(1.0, release.set).start()
     again = [p.detach().clone() for p in Trainer(config("off")).policy.parameters()]
-    assert events == ["compiled", "compiled", "seed"] and not common._COMPILES  # net, update
+    assert events == ["compiled", "compiled", "seed"] and not compiling._COMPILES  # net, update
     assert all(torch.equal(a, b) for a, b in zip(fresh, again, strict=True))
+
+
+# ------------------------------------------------------------------ the compiled update step
+
+SNAKE = {
+    "game": {
+        "snake": {
+            "height": 6,
+            "width": 6,
+            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
+        }
+    },
+    "model": {"hidden": 16},
+    "log": {"progress": False},
+}
+
+
+def snake(**extra):
+    return cfg.from_dict(cfg.merge(SNAKE, extra))
+
+
+def test_compiled_update_equals_eager_update_on_a_fixed_batch():
+    """torch.compile of the whole step (loss, backward, clipping, Adam) moves the weights as
+    the eager step does, within float tolerance, over several steps."""
+    trainers = {}
+    for mode in ("off", "default"):
+        warnings = []
+        trainer = Trainer(snake(run={"amp": "off", "compile": mode}), warn=warnings.append)
+        if trainer.deferred is not None:  # the compiled steps at once, not after eager ones
+            trainer.deferred.finish()
+        assert not [w for w in warnings if w.startswith("warning")], warnings  # a compiler is
+        trainer.rollout()  # present on every machine CI runs on
+        trainer.compute_advantages()
+        trainers[mode] = trainer
+    eager, compiled = trainers["off"], trainers["default"]
+    same = (
+        torch.equal(getattr(eager.storage, k), getattr(compiled.storage, k))
+        for k in ("obs", "actions")
+    )
+    assert all(same)
+    before = [p.detach().clone() for p in eager.policy.parameters()]
+    losses = {mode: trainer.update() for mode, trainer in trainers.items()}
+    assert compiled.train_step.compiled and not compiled.train_step.deferred  # compiled ran
+    for a, b, start in zip(
+        eager.policy.parameters(), compiled.policy.parameters(), before, strict=True
+    ):
+        assert not torch.equal(a, start)  # the step moved the weights
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for key in losses["off"]:
+        assert losses["default"][key] == pytest.approx(losses["off"][key], rel=1e-3, abs=1e-5)
+
+
+def test_compiled_tanh_uses_inductors_decomposition_and_stays_close(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    if not hasattr(inductor_config.cpp, "use_decompose_tanh"):
+        pytest.skip("this torch has no cpp.use_decompose_tanh (it decomposes tanh already)")
+    monkeypatch.delenv("TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH", raising=False)
+    monkeypatch.setattr(inductor_config.cpp, "use_decompose_tanh", False)
+    if devices.cpp_compiler() is None or not devices.dynamo_supported():
+        pytest.skip("torch.compile needs a C++ compiler on the CPU")
+    step = CompiledStep(call_module, torch.tanh, "default", warn=pytest.fail)
+    assert inductor_config.cpp.use_decompose_tanh is True
+    x = torch.linspace(-20, 20, 4001)
+    torch.testing.assert_close(step(x), torch.tanh(x), rtol=0, atol=1e-6)
+    assert step.compiled
+    # the user's own choice stands
+    monkeypatch.setattr(inductor_config.cpp, "use_decompose_tanh", False)
+    monkeypatch.setenv("TORCHINDUCTOR_CPP_USE_DECOMPOSE_TANH", "0")
+    CompiledStep(call_module, torch.tanh, "default", warn=pytest.fail)
+    assert inductor_config.cpp.use_decompose_tanh is False
+
+
+FRAMES = (("frames", "total"), ("frames", "ok"))
+
+
+def test_many_trainers_in_one_process_each_get_a_compiled_step(monkeypatch):
+    """Each CompiledStep's function guards on its own objects (here an optimizer, as a
+    trainer's), so bench repeats and sweep trials in one process compile anew each time: past
+    dynamo's default of 8 per function they would fall back to eager."""
+    from torch._dynamo.utils import counters
+
+    real_compile = torch.compile
+    # dynamo's tracing and guards without inductor's code generation: fast enough for a test
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None: real_compile(fn, backend="eager"))
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(torch._dynamo.config, name):
+            monkeypatch.setattr(torch._dynamo.config, name, getattr(torch._dynamo.config, name))
+    torch._dynamo.reset()
+
+    class Trainer:  # an optimizer of its own, which the compiled step guards on
+        def __init__(self):
+            self.weight = torch.nn.Parameter(torch.ones(2))
+            self.optimizer = torch.optim.SGD([self.weight], lr=0.5)
+
+        def step(self, x):
+            loss = (x * self.weight).sum()
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            return loss.detach()
+
+    graphs, frames, ok = (counters[k][n] for k, n in (("stats", "unique_graphs"), *FRAMES))
+    x = torch.ones(3, 2)
+    for _ in range(12):
+        trainer = Trainer()
+        step = CompiledStep(Trainer.step, trainer, "default", warn=pytest.fail)
+        assert step(x) == 6.0 and torch.equal(trainer.weight.detach(), torch.full((2,), -0.5))
+    # a graph for each (past the limit a trainer's step would run eagerly, a frame failing)
+    assert counters["stats"]["unique_graphs"] - graphs >= 12
+    assert counters["frames"]["total"] - frames == counters["frames"]["ok"] - ok
+    torch._dynamo.reset()
+
+
+def test_compile_auto_reaches_the_trainer_and_its_first_log_line(monkeypatch):
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++")
+    compiled = torch.compile
+    calls = []
+
+    def spy(fn, mode=None):
+        calls.append(mode)
+        return compiled(fn, mode=mode)
+
+    monkeypatch.setattr(torch, "compile", spy)
+    for steps, mode in ((devices.COMPILE_MIN_STEPS, "default"), (4096, "off")):
+        calls.clear()
+        config = snake(run={"compile": "auto"}, ppo={"total_timesteps": steps})
+        trainer = Trainer(config, warn=lambda *_: None)
+        assert trainer.compile_mode == mode
+        assert calls == ([None, None] if mode == "default" else [])  # the network and the step
+        assert ("torch.compile (default)" in trainer.describe()) is (mode == "default")
+    with pytest.raises(cfg.ConfigError, match="auto, off, default, reduce-overhead"):
+        snake(run={"compile": "yes"})

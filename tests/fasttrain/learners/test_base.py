@@ -1,0 +1,111 @@
+"""The run context and trainer base of ``learners/base.py``: the autocast run.amp picks, the
+first log line's precision, and threads sized for the run (one per core, one for small steps,
+networks initialised on one thread)."""
+
+import pytest
+import torch
+
+from fasttrain import config as cfg
+from fasttrain import device as devices
+from fasttrain.learners import LEARNERS, base
+from fasttrain.learners.ppo import Trainer
+
+SMALL = {
+    "game": {
+        "snake": {
+            "height": 6,
+            "width": 6,
+            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
+        }
+    },
+    "model": {"hidden": 16},
+    "log": {"progress": False},
+}
+
+
+def small(**extra):
+    return cfg.from_dict(cfg.merge(SMALL, extra))
+
+
+def test_amp_auto_sets_the_trainers_autocast(monkeypatch):
+    cases = (
+        ({"avx512_bf16"}, 128, torch.bfloat16),
+        ({"avx512_bf16"}, 16, None),
+        (set(), 128, None),
+    )
+    for flags, hidden, dtype in cases:
+        monkeypatch.setattr(devices, "cpu_flags", lambda flags=flags: set(flags))
+        config = small(run={"amp": "auto"}, model={"hidden": hidden})
+        trainer = Trainer(config, warn=lambda *_: None)
+        assert trainer.ctx.amp_dtype is dtype, (flags, hidden)
+    with pytest.raises(cfg.ConfigError, match="auto, off, bf16, fp16"):
+        small(run={"amp": "bfloat16"})
+    with pytest.raises(cfg.ConfigError, match="needs device cuda"):
+        Trainer(small(run={"amp": "fp16"}), warn=lambda *_: None)
+
+
+def test_first_log_line_names_the_updates_precision(monkeypatch):
+    monkeypatch.setattr(devices, "cpu_flags", lambda: {"avx512_bf16"})
+    assert "| bf16 update" in Trainer(small(run={"amp": "bf16"}), warn=print).describe()
+    assert "bf16" not in Trainer(small(run={"amp": "off"}), warn=print).describe()
+    assert "bf16" not in Trainer(small(run={"amp": "auto"}), warn=print).describe()  # 16 wide
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    """A machine of four cores to size threads on; the suite's thread counts come back after."""
+    import numba
+
+    monkeypatch.setattr(base.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    threads = torch.get_num_threads(), numba.get_num_threads()
+    yield min(4, numba.config.NUMBA_NUM_THREADS)
+    torch.set_num_threads(threads[0])
+    numba.set_num_threads(threads[1])
+
+
+def test_setup_threads_takes_one_thread_for_small_steps_where_the_config_says_0(four_cores):
+    import numba
+
+    auto, two = cfg.RunConfig(), cfg.RunConfig(torch_threads=2, numba_threads=2)
+    below, at = base.SMALL_STEP_WORK - 1, base.SMALL_STEP_WORK
+    for settings, work, expected in (
+        (auto, at, (4, four_cores)),  # one per core
+        (auto, None, (4, four_cores)),  # size unknown yet
+        (auto, below, (1, 1)),
+        (two, below, (2, min(2, four_cores))),  # a count in the config is kept
+    ):
+        base.setup_threads(settings, 1, work)
+        assert (torch.get_num_threads(), numba.get_num_threads()) == expected, (settings, work)
+    base.setup_threads(auto, 2, at)  # two ranks on the machine share its cores
+    assert torch.get_num_threads() == 2
+
+
+@pytest.mark.parametrize(
+    "game, algo, small",
+    [("cartpole", "ppo", True), ("cartpole", "dqn", True), ("snake", "ppo", False)],
+)
+def test_trainers_size_threads_by_rows_times_weights(monkeypatch, four_cores, game, algo, small):
+    """CartPole's default networks stepping 64 (PPO) or 16 (DQN) rows are small; Snake's 512
+    rows of a 576-input network are not."""
+    seen = []
+    setup = base.setup_threads
+    monkeypatch.setattr(base, "setup_threads", lambda *a: seen.append(a) or setup(*a))
+    config = cfg.from_dict({"game": {"name": game}, "run": {"algo": algo}})
+    trainer = LEARNERS[algo].trainer(config, warn=lambda *_: None)
+    network = trainer.policy if algo == "ppo" else trainer.q_network
+    weights = sum(p.numel() for p in network.parameters() if p.ndim > 1)
+    assert seen[-1][2] == trainer.env.num_rows * weights  # the last call sized them
+    assert (seen[-1][2] < base.SMALL_STEP_WORK) is small
+    assert torch.get_num_threads() == (1 if small else 4)
+
+
+def test_initial_weights_do_not_depend_on_the_thread_count():
+    """Networks are initialised on one thread, so runs that differ only in threads start alike
+    (orthogonal initialisation rounds differently on two threads)."""
+    weights = []
+    for threads in (1, 2):
+        config = small(run={"torch_threads": threads}, model={"hidden": 64})
+        trainer = Trainer(config, warn=lambda *_: None)
+        weights.append([p.detach().clone() for p in trainer.policy.parameters()])
+    for a, b in zip(*weights, strict=True):
+        assert torch.equal(a, b)
