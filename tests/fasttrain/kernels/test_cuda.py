@@ -310,21 +310,3 @@ def test_gpu_rollout_makes_no_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
-
-
-def test_a_numpy_too_new_for_numba_cuda_is_named_in_one_line(monkeypatch):
-    """numpy 2.5 removed np.row_stack, which numba-cuda 0.30 calls at every launch: the first
-    CUDA use says which versions work instead of a traceback inside numba-cuda."""
-    pytest.importorskip("numba_cuda")
-    import numpy as np
-
-    from fasttrain.kernels import device
-
-    device.numpy_too_new_for_numba_cuda.cache_clear()
-    monkeypatch.delattr(np, "row_stack")
-    try:
-        problem = device.cuda_problem()
-    finally:
-        device.numpy_too_new_for_numba_cuda.cache_clear()
-    assert problem is not None and "np.row_stack" in problem and "numpy<2.5" in problem
-    assert "\n" not in problem

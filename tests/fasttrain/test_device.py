@@ -1,0 +1,108 @@
+"""fasttrain.device: the one device rule (``auto``, ``cpu``, ``cuda``), and what ``run.amp`` and
+``run.compile = auto`` become on it. (``tests/fasttrain/learners/test_common.py`` checks
+``resolve_amp`` and ``native_bf16`` on CPUs and GPUs of each kind.)"""
+
+import pytest
+import torch
+
+from fasttrain import device
+from fasttrain.device import Device, device_type, resolve_compile, resolve_device
+from fasttrain.errors import ConfigError
+
+CPU = Device(torch.device("cpu"), "cpu")
+GPU = Device(torch.device("cuda"), "cuda")
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """Say whether torch and the kernels see a usable GPU: ``gpu(torch_sees, kernels_see)``."""
+
+    def set_gpu(torch_sees: bool, kernels_see: bool, problem=None):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: torch_sees)
+        monkeypatch.setattr(device, "cuda_available", lambda: kernels_see)
+        monkeypatch.setattr(device, "cuda_problem", lambda: problem)
+        monkeypatch.setattr(device, "simulator", lambda: False)
+
+    return set_gpu
+
+
+def test_auto_is_cuda_only_where_torch_and_the_kernels_both_see_a_gpu(gpu):
+    for torch_sees, kernels_see in ((False, False), (True, False), (False, True)):
+        gpu(torch_sees, kernels_see)
+        assert resolve_device("auto") == CPU and device_type("auto") == "cpu"
+    gpu(True, True)
+    assert resolve_device("auto") == GPU and device_type("auto") == "cuda"
+    assert resolve_device("auto").type == "cuda" and resolve_device("cpu") == CPU
+
+
+def test_cuda_without_a_usable_gpu_says_what_is_missing_in_one_line(gpu, monkeypatch):
+    gpu(False, False, problem="no CUDA GPU is visible")
+    with pytest.raises(ConfigError, match=r"^device 'cuda' is not available: no CUDA GPU"):
+        resolve_device("cuda")
+    assert device_type("cuda") == "cuda"  # presets are picked for what was asked
+    gpu(False, True)
+    with pytest.raises(ConfigError, match=r"torch was built without CUDA; install a CUDA build"):
+        resolve_device("cuda")
+    gpu(True, True)
+    monkeypatch.setattr(device, "simulator", lambda: True)
+    with pytest.raises(ConfigError, match=r"the CUDA simulator runs environments only"):
+        resolve_device("cuda")
+
+
+def test_an_unknown_device_is_refused_naming_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"^unknown device 'gpu'; valid: auto, cpu, cuda$"):
+        resolve_device("gpu")
+    assert device_type("gpu") == "cpu"  # never fails: the run itself refuses it
+
+
+def test_compile_auto_is_on_only_for_long_narrow_feed_forward_runs_on_a_cpu(monkeypatch):
+    monkeypatch.setattr(device, "cpp_compiler", lambda: "/usr/bin/g++")
+    monkeypatch.setattr(device, "dynamo_supported", lambda: True)
+    steps = device.COMPILE_MIN_STEPS
+    assert resolve_compile("auto", CPU, steps) == "default"
+    assert resolve_compile("auto", CPU, steps - 1) == "off"
+    assert resolve_compile("auto", CPU, steps, width=device.COMPILE_MAX_WIDTH + 1) == "off"
+    assert resolve_compile("auto", CPU, steps, learner_pays=False) == "off"
+    assert resolve_compile("auto", CPU, steps, recurrent=True) == "off"
+    assert resolve_compile("auto", GPU, steps) == "off"
+    monkeypatch.setattr(device, "cpp_compiler", lambda: None)
+    assert resolve_compile("auto", CPU, steps) == "off"
+    for mode in ("off", "default", "reduce-overhead", "max-autotune"):
+        assert resolve_compile(mode, GPU, 1, recurrent=True) == mode  # taken as given
+    with pytest.raises(ConfigError, match=r"^unknown run.compile 'fast'; valid: auto, off"):
+        resolve_compile("fast", CPU, steps)
+
+
+def test_amp_modes_outside_the_list_and_fp16_on_a_cpu_are_refused():
+    with pytest.raises(ConfigError, match=r"^unknown run.amp 'fp8'; valid: auto, off, bf16, fp16$"):
+        device.resolve_amp("fp8", CPU)
+    with pytest.raises(ConfigError, match=r"^run.amp = 'fp16' needs device cuda"):
+        device.resolve_amp("fp16", CPU)
+
+
+def test_cpu_flags_are_read_from_x86_and_arm_cpuinfo(tmp_path, monkeypatch):
+    import builtins
+
+    real_open = builtins.open
+    info = tmp_path / "cpuinfo"
+    monkeypatch.setattr(
+        builtins, "open", lambda p, *a, **k: real_open(info if p == "/proc/cpuinfo" else p)
+    )
+    for text, flags in (
+        ("processor\t: 0\nflags\t\t: fpu sse avx512_bf16\n", {"fpu", "sse", "avx512_bf16"}),
+        ("processor\t: 0\nFeatures\t: fp asimd bf16\n", {"fp", "asimd", "bf16"}),
+        ("processor\t: 0\n", set()),
+    ):
+        info.write_text(text)
+        assert device.cpu_flags() == flags
+        assert device.native_bf16(CPU) is bool(flags & set(device.BF16_CPU_FLAGS))
+
+
+def test_the_cpp_compiler_is_cxx_when_set(monkeypatch):
+    monkeypatch.setenv("CXX", "my-cxx")
+    monkeypatch.setattr(device.shutil, "which", lambda name: f"/opt/bin/{name}")
+    assert device.cpp_compiler() == "/opt/bin/my-cxx"
+    monkeypatch.delenv("CXX")
+    assert device.cpp_compiler() == "/opt/bin/g++"
+    monkeypatch.setattr(device.shutil, "which", lambda name: None)
+    assert device.cpp_compiler() is None
