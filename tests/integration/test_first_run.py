@@ -34,8 +34,8 @@ def python(code_or_args, cache, **env):
         "FASTTRAIN_CACHE_DIR": str(cache / "fasttrain"),
         **env,
     }
-    return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=600
+    return subprocess.run(  # in the cache's folder: a run's default runs/ folder lands there
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=600, cwd=cache
     )
 
 
