@@ -86,7 +86,11 @@ def cli_in_process(*args, cwd=None) -> subprocess.CompletedProcess:
     try:
         if cwd is not None:
             os.chdir(cwd)
-        result = CliRunner().invoke(main, [str(a) for a in args], prog_name="fasttrain")
+        try:
+            runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes them unless told
+        except TypeError:
+            runner = CliRunner()  # click >= 8.2 keeps stderr apart (and has no mix_stderr)
+        result = runner.invoke(main, [str(a) for a in args], prog_name="fasttrain")
     finally:
         os.chdir(here)
         torch.set_num_threads(threads[0])

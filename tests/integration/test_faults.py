@@ -212,8 +212,9 @@ def copy_run(source: Path, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
-    """Every SIGNALLED and KILLED run of TOTAL steps, stopped at its moment, then resumed with
-    `--resume DIR --steps TOTAL`; and an uninterrupted run of TOTAL steps. All at once.
+    """Every SIGNALLED and KILLED run of TOTAL steps, stopped at its moment, and an
+    uninterrupted run of TOTAL steps, all at once (subprocesses); then each stopped run resumed
+    with `--resume DIR --steps TOTAL` (in this process).
 
     Returns {"straight": folder, case: {"out", "stopped" (its result), "step" (of its
     checkpoint after the stop), "temps" and "last_row" (of metrics.csv) after the stop,
