@@ -62,6 +62,49 @@ def pool(calls: dict, jobs: int = 3) -> dict:
     return results
 
 
+def cli_in_process(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``fasttrain ARGS`` in this process through click's ``CliRunner``, for a test of what the
+    command does rather than of the process it runs in (signals, exit by a signal, import time,
+    torchrun and a real terminal need ``cli``): the exit code, stdout and stderr as ``cli`` gives
+    them, so ``one_line`` reads either. An exception click did not turn into an exit ends stderr
+    in its traceback (``one_line`` then fails the test). The working directory (``cwd``: the one
+    the command runs in), torch's and Numba's thread counts and the SIGINT / SIGTERM handlers
+    are put back afterwards, as a subprocess would leave them."""
+    import signal
+    import traceback
+
+    import numba
+    import torch
+    from click.testing import CliRunner
+
+    from fasttrain.cli import main
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    handlers = {s: signal.getsignal(s) for s in signals}
+    threads = torch.get_num_threads(), numba.get_num_threads()
+    here = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes them unless told
+        except TypeError:
+            runner = CliRunner()  # click >= 8.2 keeps stderr apart (and has no mix_stderr)
+        result = runner.invoke(main, [str(a) for a in args], prog_name="fasttrain")
+    finally:
+        os.chdir(here)
+        torch.set_num_threads(threads[0])
+        numba.set_num_threads(threads[1])
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(
+        ["fasttrain", *map(str, args)], result.exit_code, result.stdout, stderr
+    )
+
+
 class UserErrorBug(AssertionError):
     """A fault ended in a traceback, in several lines, or with the wrong exit code."""
 

@@ -7,8 +7,6 @@ import csv
 import dataclasses
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +24,7 @@ from fasttrain.errors import ConfigError
 from fasttrain.kernels import get_backend
 from fasttrain.learners import LEARNERS
 from fasttrain.runner import STAGE_COLUMN, run
-from tests.cli import ROOT, header
+from tests.cli import ROOT, cli_in_process, header
 
 # a small arena with room for two bots (none active unless a stage says so)
 ARENA = dict(width=12, height=12, num_snakes=2, num_food=4, vision=2, max_bots=2)
@@ -224,18 +222,12 @@ def test_bad_curriculum_fails_in_one_line(stages, words, tmp_path):
     assert not out.exists()
 
 
-def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", *args], capture_output=True, text=True, timeout=240
-    )
-
-
 @pytest.mark.parametrize("case", [2, 7])  # a shape-changing param; promote_at missing
 def test_bad_curriculum_on_the_command_line_is_one_line_before_any_work(case, tmp_path):
     stages, words = BAD[case]
     path, out = tmp_path / "bad.toml", tmp_path / "run"
     path.write_text(ARENA_TOML + stages)
-    result = cli("run", "--config", str(path), "--out", str(out), "--device", "cpu")
+    result = cli_in_process("run", "--config", path, "--out", out, "--device", "cpu")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr + result.stdout
     lines = result.stderr.strip().splitlines()

@@ -1,14 +1,25 @@
-"""The device rules of ``fasttrain/device.py``: run.amp = "auto" by CPU flags, GPU compute
-capability and network width; run.compile = "auto"; the C++ compiler torch.compile calls."""
+"""fasttrain.device: the one device rule (``auto``, ``cpu``, ``cuda``), and what ``run.amp``
+(by CPU flags, GPU compute capability and network width) and ``run.compile = auto`` become on
+it; the C++ compiler torch.compile calls."""
 
 import pytest
 import torch
 
-from fasttrain import device as devices
-from fasttrain.device import Device, native_bf16, resolve_amp
+from fasttrain import device
+from fasttrain import device as devices  # where a test parametrizes "device"
+from fasttrain.device import (
+    Device,
+    device_type,
+    native_bf16,
+    resolve_amp,
+    resolve_compile,
+    resolve_device,
+)
+from fasttrain.errors import ConfigError
 from fasttrain.learners import LEARNERS
 
 CPU = Device(torch.device("cpu"), "cpu")
+GPU = Device(torch.device("cuda"), "cuda")
 
 
 @pytest.mark.parametrize(
@@ -39,7 +50,7 @@ def test_amp_auto_on_gpus_by_compute_capability(monkeypatch, major, expected):
 
 
 def test_cpu_flags_reads_this_machine():
-    flags = devices.cpu_flags()
+    flags = device.cpu_flags()
     with open("/proc/cpuinfo") as f:
         text = f.read()
     for flag in ("avx512_bf16", "avx2", "sse2"):
@@ -61,9 +72,9 @@ def test_amp_auto_on_a_bf16_cpu_skips_narrow_networks(monkeypatch, width, expect
 @pytest.mark.parametrize(
     "device, steps, learner, recurrent, width, compiler, expected",
     [
-        ("cpu", devices.COMPILE_MIN_STEPS, "ppo", False, 128, True, "default"),  # a long run
-        ("cpu", devices.COMPILE_MIN_STEPS, "ppo", False, 256, True, "default"),
-        ("cpu", devices.COMPILE_MIN_STEPS - 1, "ppo", False, 128, True, "off"),  # too short
+        ("cpu", device.COMPILE_MIN_STEPS, "ppo", False, 128, True, "default"),  # a long run
+        ("cpu", device.COMPILE_MIN_STEPS, "ppo", False, 256, True, "default"),
+        ("cpu", device.COMPILE_MIN_STEPS - 1, "ppo", False, 128, True, "off"),  # too short
         ("cpu", 10**8, "ppo", False, 512, True, "off"),  # matrix-bound: no faster compiled
         ("cpu", 10**8, "ppo", False, 128, False, "off"),  # no C++ compiler: eager, no warning
         ("cpu", 10**8, "ppo", True, 128, True, "off"),  # recurrent policies: not measured
@@ -77,11 +88,11 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
     monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++" if compiler else None)
     where = Device(torch.device(device), device)
     args = (where, steps, LEARNERS[learner].auto_compile, recurrent, width)
-    assert devices.resolve_compile("auto", *args) == expected
+    assert device.resolve_compile("auto", *args) == expected
     monkeypatch.setattr(devices, "dynamo_supported", lambda: False)  # e.g. torch 2.3, Py 3.12
-    assert devices.resolve_compile("auto", *args) == "off"
+    assert device.resolve_compile("auto", *args) == "off"
     for mode in ("off", "default", "max-autotune"):  # an explicit choice is kept
-        assert devices.resolve_compile(mode, *args) == mode
+        assert device.resolve_compile(mode, *args) == mode
 
 
 def test_cpp_compiler_follows_cxx(monkeypatch, tmp_path):
@@ -89,6 +100,101 @@ def test_cpp_compiler_follows_cxx(monkeypatch, tmp_path):
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     monkeypatch.setenv("CXX", str(fake))
-    assert devices.cpp_compiler() == str(fake)
+    assert device.cpp_compiler() == str(fake)
     monkeypatch.setenv("CXX", str(tmp_path / "missing"))
-    assert devices.cpp_compiler() is None
+    assert device.cpp_compiler() is None
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """Say whether torch and the kernels see a usable GPU: ``gpu(torch_sees, kernels_see)``."""
+
+    def set_gpu(torch_sees: bool, kernels_see: bool, problem=None):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: torch_sees)
+        monkeypatch.setattr(device, "cuda_available", lambda: kernels_see)
+        monkeypatch.setattr(device, "cuda_problem", lambda: problem)
+        monkeypatch.setattr(device, "simulator", lambda: False)
+
+    return set_gpu
+
+
+def test_auto_is_cuda_only_where_torch_and_the_kernels_both_see_a_gpu(gpu):
+    for torch_sees, kernels_see in ((False, False), (True, False), (False, True)):
+        gpu(torch_sees, kernels_see)
+        assert resolve_device("auto") == CPU and device_type("auto") == "cpu"
+    gpu(True, True)
+    assert resolve_device("auto") == GPU and device_type("auto") == "cuda"
+    assert resolve_device("auto").type == "cuda" and resolve_device("cpu") == CPU
+
+
+def test_cuda_without_a_usable_gpu_says_what_is_missing_in_one_line(gpu, monkeypatch):
+    gpu(False, False, problem="no CUDA GPU is visible")
+    with pytest.raises(ConfigError, match=r"^device 'cuda' is not available: no CUDA GPU"):
+        resolve_device("cuda")
+    assert device_type("cuda") == "cuda"  # presets are picked for what was asked
+    gpu(False, True)
+    with pytest.raises(ConfigError, match=r"torch was built without CUDA; install a CUDA build"):
+        resolve_device("cuda")
+    gpu(True, True)
+    monkeypatch.setattr(device, "simulator", lambda: True)
+    with pytest.raises(ConfigError, match=r"the CUDA simulator runs environments only"):
+        resolve_device("cuda")
+
+
+def test_an_unknown_device_is_refused_naming_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"^unknown device 'gpu'; valid: auto, cpu, cuda$"):
+        resolve_device("gpu")
+    assert device_type("gpu") == "cpu"  # never fails: the run itself refuses it
+
+
+def test_compile_auto_is_on_only_for_long_narrow_feed_forward_runs_on_a_cpu(monkeypatch):
+    monkeypatch.setattr(device, "cpp_compiler", lambda: "/usr/bin/g++")
+    monkeypatch.setattr(device, "dynamo_supported", lambda: True)
+    steps = device.COMPILE_MIN_STEPS
+    assert resolve_compile("auto", CPU, steps) == "default"
+    assert resolve_compile("auto", CPU, steps - 1) == "off"
+    assert resolve_compile("auto", CPU, steps, width=device.COMPILE_MAX_WIDTH + 1) == "off"
+    assert resolve_compile("auto", CPU, steps, learner_pays=False) == "off"
+    assert resolve_compile("auto", CPU, steps, recurrent=True) == "off"
+    assert resolve_compile("auto", GPU, steps) == "off"
+    monkeypatch.setattr(device, "cpp_compiler", lambda: None)
+    assert resolve_compile("auto", CPU, steps) == "off"
+    for mode in ("off", "default", "reduce-overhead", "max-autotune"):
+        assert resolve_compile(mode, GPU, 1, recurrent=True) == mode  # taken as given
+    with pytest.raises(ConfigError, match=r"^unknown run.compile 'fast'; valid: auto, off"):
+        resolve_compile("fast", CPU, steps)
+
+
+def test_amp_modes_outside_the_list_and_fp16_on_a_cpu_are_refused():
+    with pytest.raises(ConfigError, match=r"^unknown run.amp 'fp8'; valid: auto, off, bf16, fp16$"):
+        device.resolve_amp("fp8", CPU)
+    with pytest.raises(ConfigError, match=r"^run.amp = 'fp16' needs device cuda"):
+        device.resolve_amp("fp16", CPU)
+
+
+def test_cpu_flags_are_read_from_x86_and_arm_cpuinfo(tmp_path, monkeypatch):
+    import builtins
+
+    real_open = builtins.open
+    info = tmp_path / "cpuinfo"
+    monkeypatch.setattr(
+        builtins, "open", lambda p, *a, **k: real_open(info if p == "/proc/cpuinfo" else p)
+    )
+    for text, flags in (
+        ("processor\t: 0\nflags\t\t: fpu sse avx512_bf16\n", {"fpu", "sse", "avx512_bf16"}),
+        ("processor\t: 0\nFeatures\t: fp asimd bf16\n", {"fp", "asimd", "bf16"}),
+        ("processor\t: 0\n", set()),
+    ):
+        info.write_text(text)
+        assert device.cpu_flags() == flags
+        assert device.native_bf16(CPU) is bool(flags & set(device.BF16_CPU_FLAGS))
+
+
+def test_the_cpp_compiler_is_cxx_when_set(monkeypatch):
+    monkeypatch.setenv("CXX", "my-cxx")
+    monkeypatch.setattr(device.shutil, "which", lambda name: f"/opt/bin/{name}")
+    assert device.cpp_compiler() == "/opt/bin/my-cxx"
+    monkeypatch.delenv("CXX")
+    assert device.cpp_compiler() == "/opt/bin/g++"
+    monkeypatch.setattr(device.shutil, "which", lambda name: None)
+    assert device.cpp_compiler() is None

@@ -1,6 +1,8 @@
-"""Recurrent PPO: the state restarts exactly at episode starts, the update replays the rollout
-exactly (every probability ratio 1 before the first step), truncation bootstraps from the
-state the episode reached, and a resumed run equals a straight one bit for bit.
+"""The recurrent cores (``fasttrain.recurrent``: one step equals ``nn.LSTMCell`` /
+``nn.GRUCell``), and recurrent PPO: the state restarts exactly at episode starts, the update
+replays the rollout exactly (every probability ratio 1 before the first step), truncation
+bootstraps from the state the episode reached, and a resumed run equals a straight one bit for
+bit.
 
 The references here do not use the policy's own step: they run ``nn.LSTMCell`` / ``nn.GRUCell``
 (the policy's core module) on the torso's features, restarting where the test says episodes
@@ -16,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fasttrain import checkpoint
+from fasttrain import checkpoint, recurrent
 from fasttrain import config as cfg
 from fasttrain.learners.ppo import Trainer
 from fasttrain.models import make_policy
@@ -69,6 +71,50 @@ def output(state):
 
 def flat(state):
     return torch.cat(state, dim=1) if isinstance(state, tuple) else state
+
+
+# ------------------------------------------------------------------------------- the cores
+
+
+def test_one_core_step_is_torchs_lstm_and_gru_cell():
+    torch.manual_seed(0)
+    x, h, c = torch.randn(5, 3), torch.randn(5, 4), torch.randn(5, 4)
+    lstm, gru = torch.nn.LSTMCell(3, 4), torch.nn.GRUCell(3, 4)
+    with torch.no_grad():
+        gx = F.linear(x, lstm.weight_ih, lstm.bias_ih + lstm.bias_hh)
+        got = recurrent.lstm_step(gx, h, c, lstm.weight_hh)
+        want = lstm(x, (h, c))
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, want, strict=True))
+        gx = F.linear(x, gru.weight_ih, gru.bias_ih)
+        got = recurrent.gru_step(gx, h, gru.weight_hh, gru.bias_hh)
+        assert torch.allclose(got, gru(x, h), atol=1e-6)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_replay_restarts_each_sequence_from_zero_where_keep_is_0(core):
+    torch.manual_seed(1)
+    steps, rows, n = 4, 3, 2
+    cell = torch.nn.LSTMCell(3, n) if core == "lstm" else torch.nn.GRUCell(3, n)
+    x = torch.randn(steps, rows, 3)
+    keep = torch.ones(steps, rows, 1)
+    keep[2, 0] = keep[1, 2] = 0.0
+    h0, c0 = torch.randn(rows, n), torch.randn(rows, n)
+    with torch.no_grad():
+        if core == "lstm":
+            gx = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh)
+            out = recurrent.replay(gx, h0, c0, keep, cell.weight_hh)
+        else:
+            gx = F.linear(x, cell.weight_ih, cell.bias_ih)
+            out = recurrent.replay(gx, h0, None, keep, cell.weight_hh, cell.bias_hh)
+        h, c = h0, c0
+        for t in range(steps):  # the reference: the cell, its state zeroed before a restart
+            h, c = h * keep[t], c * keep[t]
+            if core == "lstm":
+                h, c = cell(x[t], (h, c))
+            else:
+                h = cell(x[t], h)
+            assert torch.allclose(out[t], h, atol=1e-6), t
+    assert out.shape == (steps, rows, n)
 
 
 # ------------------------------------------------------------------------------- the policy
@@ -362,16 +408,3 @@ def test_memory_learns_cartpole_without_velocities(tmp_path, core, feed_forward_
 
 
 # ------------------------------------------------------------------------------- torsos
-
-
-@pytest.mark.parametrize("layers", [1, 2, 3])
-def test_cnn_torso_has_model_layers_convolutions(layers):
-    """``model.layers`` counts the CNN's 3x3 convolutions (they keep the grid's size) as it
-    counts the MLP's hidden layers."""
-    model = cfg.ModelConfig(kind="cnn", layers=layers, channels=8, hidden=32)
-    policy = make_policy((4, 10, 10), torch.uint8, 6, model)
-    convs = [m for m in policy.torso if isinstance(m, torch.nn.Conv2d)]
-    assert len(convs) == layers and convs[0].in_channels == 4
-    assert policy.torso[-2].in_features == 8 * 10 * 10
-    logits, values, _ = policy(torch.zeros(3, 4, 10, 10, dtype=torch.uint8))
-    assert logits.shape == (3, 6) and values.shape == (3,)

@@ -1,26 +1,20 @@
-"""CLI smoke runs in a subprocess: ``fasttrain games`` and ``fasttrain play``."""
+"""CLI smoke runs: ``fasttrain games`` (in a subprocess, as a user runs the command) and
+``fasttrain play`` (in this process, through click's runner: the frames it prints)."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import torch
 
 import fasttrain
 from fasttrain import games
-
-
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", *args], capture_output=True, text=True, timeout=120
-    )
+from tests.cli import cli, cli_in_process
 
 
 def test_games_lists_every_registered_game():
-    result = _cli("games")
+    result = cli("games")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["name", "observation", "actions", "agents"]
@@ -43,7 +37,9 @@ def _frames(stdout):
 
 
 def test_play_random_shows_a_moving_snake():
-    result = _cli("play", "--game", "snake", "--policy", "random", "--steps", "50", "--seed", "3")
+    result = cli_in_process(
+        "play", "--game", "snake", "--policy", "random", "--steps", "50", "--seed", "3"
+    )
     assert result.returncode == 0, result.stderr
     frames = _frames(result.stdout)
     assert [step for _, step, _ in frames] == list(range(51))
@@ -65,7 +61,7 @@ def test_play_random_shows_a_moving_snake():
 
 
 def test_play_unknown_game_lists_valid_games():
-    result = _cli("play", "--game", "snek", "--steps", "1")
+    result = cli_in_process("play", "--game", "snek", "--steps", "1")
     assert result.returncode != 0
     assert "snek" in result.stderr and "snake" in result.stderr
 
@@ -79,7 +75,7 @@ ARENA_STATUS = re.compile(
 
 
 def test_games_lists_the_arena_with_agents_as_a_param():
-    result = _cli("games")
+    result = cli_in_process("games")
     assert result.returncode == 0, result.stderr
     rows = {
         row[0]: row[1:] for row in (re.split(r"\s{2,}", ln) for ln in result.stdout.splitlines())
@@ -90,7 +86,7 @@ def test_games_lists_the_arena_with_agents_as_a_param():
 
 def test_play_random_arena_shows_the_whole_map_and_counts_every_life():
     steps, seed = 40, 2
-    result = _cli("play", "--game", "arena", "--steps", str(steps), "--seed", str(seed))
+    result = cli_in_process("play", "--game", "arena", "--steps", str(steps), "--seed", str(seed))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     status = [(k, ARENA_STATUS.match(line)) for k, line in enumerate(lines)]
@@ -150,13 +146,13 @@ def test_play_a_checkpoint_without_game_plays_the_runs_game(tmp_path):
     """`fasttrain play --checkpoint DIR` plays the game DIR was trained on (it used to assume
     snake and refuse every other run)."""
     out = tmp_path / "cartpole"
-    trained = _cli(
+    trained = cli_in_process(
         "run", "--game", "cartpole", "--steps", "64", "--num-envs", "4", "--out", str(out)
     )
     assert trained.returncode == 0, trained.stderr
-    played = _cli("play", "--checkpoint", str(out), "--steps", "3", "--fps", "0")
+    played = cli_in_process("play", "--checkpoint", str(out), "--steps", "3", "--fps", "0")
     assert played.returncode == 0, played.stderr
     assert re.search(r"^cartpole  episode 1  step 3  return ", played.stdout, flags=re.M)
-    snake = _cli("play", "--game", "snake", "--checkpoint", str(out), "--steps", "3")
+    snake = cli_in_process("play", "--game", "snake", "--checkpoint", str(out), "--steps", "3")
     assert snake.returncode == 1
     assert snake.stderr.strip() == "Error: checkpoint was trained on 'cartpole', not 'snake'"

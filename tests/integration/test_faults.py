@@ -4,9 +4,11 @@ start-up, and bad input.
 
 Each case asserts the exit code, one error line and no traceback, and that no work is lost:
 the previous checkpoint keeps its bytes (or loads with finite weights), and a resumed run equals
-an uninterrupted one bit for bit. Runs are CLI subprocesses with tiny settings and one thread
-each, several at once where they are independent (module fixtures make them, tests check them);
-a fault that needs a monkeypatch runs in-process.
+an uninterrupted one bit for bit. Runs have tiny settings and one thread each. What a signal,
+a kill or start-up is sent to runs as a CLI subprocess, several at once where they are
+independent (module fixtures make them, tests check them); what the command says and leaves on
+disk runs in this process through click's runner (``cli_in_process``), as does a fault that needs
+a monkeypatch.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ from fasttrain.errors import RunError
 from fasttrain.runner import run
 from tests.cli import (
     UserErrorBug,
-    cli,
-    cli_pool,
+    cli_in_process,
     finish,
     header,
     one_line,
@@ -183,13 +184,12 @@ def runs(tmp_path_factory):
     once; the snake run's CLI result too."""
     root = tmp_path_factory.mktemp("runs")
     cartpole = ["game.cartpole.ppo.num_envs=16", "game.cartpole.ppo.num_steps=8"]
-    results = cli_pool(
-        {
-            "snake": ["run", "--steps", 10, "--out", root / "snake", *sets()],
-            "cartpole": ["run", "--game", "cartpole", "--steps", 128, "--out", root / "cp"]
-            + sets(*cartpole),
-        }
-    )
+    results = {
+        "snake": cli_in_process("run", "--steps", 10, "--out", root / "snake", *sets()),
+        "cartpole": cli_in_process(
+            "run", "--game", "cartpole", "--steps", 128, "--out", root / "cp", *sets(*cartpole)
+        ),
+    }
     for name, result in results.items():
         assert result.returncode == 0, (name, result.stderr)
     return {"snake": root / "snake", "snake_result": results["snake"], "cartpole": root / "cp"}
@@ -212,8 +212,9 @@ def copy_run(source: Path, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
-    """Every SIGNALLED and KILLED run of TOTAL steps, stopped at its moment, then resumed with
-    `--resume DIR --steps TOTAL`; and an uninterrupted run of TOTAL steps. All at once.
+    """Every SIGNALLED and KILLED run of TOTAL steps, stopped at its moment, and an
+    uninterrupted run of TOTAL steps, all at once (subprocesses); then each stopped run resumed
+    with `--resume DIR --steps TOTAL` (in this process).
 
     Returns {"straight": folder, case: {"out", "stopped" (its result), "step" (of its
     checkpoint after the stop), "temps" and "last_row" (of metrics.csv) after the stop,
@@ -269,7 +270,9 @@ def stopped(tmp_path_factory):
             "summary": attempt(lambda o: json.loads((o / "summary.json").read_text()), out),
             "pid": procs[case].pid,
         }
-    resumed = cli_pool({case: ["run", "--resume", root / case, "--steps", TOTAL] for case in cases})
+    resumed = {
+        case: cli_in_process("run", "--resume", root / case, "--steps", TOTAL) for case in cases
+    }
     for case in cases:
         summary[case]["resumed"] = resumed[case]
     return summary
@@ -371,12 +374,12 @@ def test_a_live_run_directory_is_refused_naming_its_pid(tmp_path):
     live = start_cli("run", "--steps", ITERATION * 100_000, "--out", out, *sets())
     try:
         wait_for(lambda: has_rows(out) or live.poll() is not None)
-        results = cli_pool(
-            {
-                "--out": ["run", "--steps", 256, "--out", out, *sets()],
-                "--resume --steps": ["run", "--resume", out, "--steps", ITERATION * 200_000],
-            }
-        )
+        results = {
+            "--out": cli_in_process("run", "--steps", 256, "--out", out, *sets()),
+            "--resume --steps": cli_in_process(
+                "run", "--resume", out, "--steps", ITERATION * 200_000
+            ),
+        }
         for result in results.values():
             assert one_line(result) == (
                 f"Error: run directory {out} is in use by process {live.pid}; "
@@ -454,7 +457,7 @@ def test_a_tmpfs_too_small_for_the_second_checkpoint(tmp_path):
     """A real 192 KiB tmpfs: the first checkpoint (~110 KiB) fits, its replacement does not."""
     with tmpfs(tmp_path / "disk", "size=192k") as disk:
         out = disk / "run"
-        result = cli(
+        result = cli_in_process(
             "run", "--steps", ITERATION * 20, "--out", out, *sets("run.checkpoint_interval=1")
         )
         assert one_line(result) == (
@@ -469,7 +472,9 @@ def test_a_disk_that_fills_while_metrics_grow_keeps_the_checkpoint(tmp_path):
     """A 1 MiB tmpfs holds a finished run; its resume fills the disk while appending rows."""
     with tmpfs(tmp_path / "disk", "size=1m") as disk:
         out = disk / "run"
-        assert cli("run", "--steps", 2 * ITERATION, "--out", out, *sets()).returncode == 0
+        assert (
+            cli_in_process("run", "--steps", 2 * ITERATION, "--out", out, *sets()).returncode == 0
+        )
         before = (out / checkpoint.FILENAME).read_bytes()
         size = (out / "metrics.csv").stat().st_size
         # no save before the end: the first write to need a new page is a metrics row
@@ -521,7 +526,7 @@ BAD_CHECKPOINTS = {
 @pytest.fixture(scope="module")
 def bad_checkpoints(runs, tmp_path_factory):
     """Each kind of damage in a copy of a finished run, refused by `run --resume` and `play`
-    (every call made here, a few at a time): {kind: (folder, files before, results)}."""
+    (every call made here): {kind: (folder, files before, results)}."""
     folders, calls = {}, {}
     for kind, (damage, _) in BAD_CHECKPOINTS.items():
         out = copy_run(runs["snake"], tmp_path_factory.mktemp("bad"))
@@ -531,7 +536,7 @@ def bad_checkpoints(runs, tmp_path_factory):
         folders[kind] = (out, snapshot(out))
         calls[kind, "run"] = ["run", "--resume", out, "--steps", 4 * ITERATION]
         calls[kind, "play"] = ["play", "--checkpoint", out, "--steps", 3]
-    results = cli_pool(calls)
+    results = {key: cli_in_process(*args) for key, args in calls.items()}
     return {kind: (*folders[kind], results[kind, "run"], results[kind, "play"]) for kind in folders}
 
 
@@ -622,8 +627,7 @@ BAD_INPUTS = {
 
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory):
-    """Every BAD_INPUTS call, each in its own folder, a few at a time:
-    {name: (folder, files before, result)}."""
+    """Every BAD_INPUTS call, each in its own folder: {name: (folder, files before, result)}."""
     folders, calls = {}, {}
     for name, (args, _, _) in BAD_INPUTS.items():
         folder = tmp_path_factory.mktemp("input")
@@ -632,7 +636,7 @@ def refusals(tmp_path_factory):
         folders[name] = (folder, snapshot(folder))
         out = [] if "--out" in args else ["--out", "run"]
         calls[name] = (["run", "--steps", 256, *out, *args], folder)
-    results = cli_pool(calls)
+    results = {name: cli_in_process(*args, cwd=cwd) for name, (args, cwd) in calls.items()}
     return {name: (*folders[name], results[name]) for name in BAD_INPUTS}
 
 
@@ -649,14 +653,16 @@ def test_bad_input_is_refused_in_one_line_before_any_work(name, refusals):
 def test_resuming_with_another_model_size_is_refused_and_changes_nothing(runs, tmp_path):
     out = copy_run(runs["snake"], tmp_path)
     before = snapshot(out)
-    result = cli("run", "--resume", out, "--steps", 4 * ITERATION, "--set", "model.hidden=64")
+    result = cli_in_process(
+        "run", "--resume", out, "--steps", 4 * ITERATION, "--set", "model.hidden=64"
+    )
     assert one_line(result) == "Error: checkpoint model.hidden = 32, this run has 64"
     assert snapshot(out) == before
 
 
 def test_out_in_a_read_only_folder_is_refused(tmp_path):
     with tmpfs(tmp_path / "ro", "ro,size=64k") as disk:
-        result = cli("run", "--steps", 256, "--out", disk / "run", *sets())
+        result = cli_in_process("run", "--steps", 256, "--out", disk / "run", *sets())
         assert one_line(result) == (
             f"Error: run directory {disk / 'run'} is not writable ({disk}: read-only file system)"
         )
@@ -736,14 +742,24 @@ def non_finite(runs, tmp_path_factory):
     resumed = copy_run(runs["snake"], tmp_path_factory.mktemp("nan"))
     before = (resumed / checkpoint.FILENAME).read_bytes()
     patience = ["run.nan_patience=2", "run.checkpoint_interval=1"]
-    results = cli_pool(
-        {
-            "reward_fruit=1e38": ["run", "--steps", ITERATION * 100, "--out", fresh]
-            + sets(*patience, "game.snake.reward_fruit=1e38"),
-            "vf_coef=1e38": ["run", "--resume", resumed, "--steps", ITERATION * 100]
-            + sets(*patience, "ppo.vf_coef=1e38"),
-        }
-    )
+    results = {
+        "reward_fruit=1e38": cli_in_process(
+            "run",
+            "--steps",
+            ITERATION * 100,
+            "--out",
+            fresh,
+            *sets(*patience, "game.snake.reward_fruit=1e38"),
+        ),
+        "vf_coef=1e38": cli_in_process(
+            "run",
+            "--resume",
+            resumed,
+            "--steps",
+            ITERATION * 100,
+            *sets(*patience, "ppo.vf_coef=1e38"),
+        ),
+    }
     return {
         "reward_fruit=1e38": (fresh, None, results["reward_fruit=1e38"]),
         "vf_coef=1e38": (resumed, before, results["vf_coef=1e38"]),
@@ -781,7 +797,7 @@ def test_steps_are_rounded_to_whole_iterations_and_a_finished_run_is_left_alone(
     assert f" | {rounded} | run dir {runs['snake']}" in first, first
     out = copy_run(runs["snake"], tmp_path)
     before = snapshot(out, mtimes=True)
-    result = cli("run", "--resume", out)
+    result = cli_in_process("run", "--resume", out)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert result.stdout == (
         f"{out} is complete: 128 steps of total_timesteps 10; nothing to do "
@@ -791,20 +807,3 @@ def test_steps_are_rounded_to_whole_iterations_and_a_finished_run_is_left_alone(
     # the lock file is written and emptied again by the resume: same bytes, a new mtime
     assert after.pop(".lock")[0] == before.pop(".lock")[0] == b""
     assert after == before
-
-
-def test_start_up_takes_the_signals_once_and_gives_them_back(monkeypatch):
-    """`startup.take` routes SIGINT/SIGTERM to the one-line exit while the command imports;
-    `release` restores what was there, so each command handles signals itself (`sweep` relies
-    on KeyboardInterrupt)."""
-    from fasttrain import startup
-
-    monkeypatch.setattr(startup, "_previous", {})
-    before = {s: signal.getsignal(s) for s in startup.EXIT_CODES}
-    startup.take()
-    try:
-        assert all(signal.getsignal(s) is startup.exit_now for s in startup.EXIT_CODES)
-        startup.take()  # a second take must not record exit_now as the handler to restore
-    finally:
-        startup.release()
-    assert {s: signal.getsignal(s) for s in startup.EXIT_CODES} == before

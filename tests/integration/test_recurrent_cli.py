@@ -5,8 +5,6 @@ GRU run that loads as a stateful actor (state carried between calls, restarted p
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ from fasttrain.evaluate import evaluate, table
 from fasttrain.learners.actors import PolicyActor
 from fasttrain.models import make_policy
 from fasttrain.runner import run
+from tests.cli import cli_in_process
 
 PARAMS = {"observe_velocity": False}  # the game a recurrent core is for
 
@@ -46,9 +45,8 @@ def tiny(core: str, steps: int = 1024):
 
 
 def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", *args], capture_output=True, text=True, timeout=240
-    )
+    """``fasttrain ARGS`` in this process (click's runner)."""
+    return cli_in_process(*args)
 
 
 def assert_one_line_error(done, *words: str):

@@ -1,21 +1,15 @@
 """A checkpoint from anyone is safe to open, every file is written safely, and what a hostile or
 careless user can type ends in one line.
 
-The hostile checkpoints are real attacks: a pickle whose payload would create a marker file,
-wrapped in the project's own header with a valid digest, or a bare ``torch.save`` file. Every
-reader of a checkpoint (``run --resume``, ``eval``, ``play`` with a folder or a file,
-``checkpoint inspect``, ``load_agent``, ``runner.run``) must refuse it in one line with the marker
-never made. The old pickled formats the project wrote (``tests/data/format2``: PPO, a GRU policy,
-DQN with a prioritized replay buffer and an arena curriculum, written by the version before
-format 3) must still load, play and resume.
+Every command that reads a checkpoint (``run --resume``, ``eval``, ``play`` with a folder or a
+file, ``checkpoint inspect``) must refuse a hostile one (``tests/fasttrain/test_checkpoint.py``
+builds them and gives them to every reader of the API) in one line with the marker never made.
 """
 
 from __future__ import annotations
 
-import io
 import math
 import os
-import pickle
 import re
 import shutil
 import signal
@@ -30,28 +24,13 @@ import torch
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import checkpoint, statefile
+from fasttrain import checkpoint
 from fasttrain.checkpoint import load_agent
 from fasttrain.cli import main
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.rundir import RunLock, open_text, temp_path, write_atomic
-from fasttrain.runner import run as run_training
-from tests.cli import ROOT, cli_pool, one_line, start_cli
-
-LEGACY = ROOT / "tests" / "data" / "format2"
-TINY = [
-    "game.snake.height=6",
-    "game.snake.width=6",
-    "game.snake.ppo.num_envs=16",
-    "game.snake.ppo.num_steps=8",
-    "game.snake.ppo.num_minibatches=2",
-    "model.hidden=16",
-    "log.progress=false",
-    "log.curves=false",
-    "run.torch_threads=1",
-    "run.numba_threads=1",
-    "run.compile=off",
-]
+from tests.cli import ROOT, cli_in_process, one_line, start_cli
+from tests.fasttrain.test_checkpoint import HOSTILE, TINY
 
 
 def sets(*extra: str) -> list[str]:
@@ -73,39 +52,6 @@ def invoke(*args) -> tuple[int, str]:
 # ------------------------------------------------------------------------------- hostile files
 
 
-class Payload:
-    """Unpickling this runs ``touch MARKER``: what a hostile checkpoint carries."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
-def hostile_state(marker: Path) -> dict:
-    return {"format": 2, "model": {}, "config": "", "identity": Payload(marker)}
-
-
-def with_header(payload: bytes) -> bytes:
-    """The project's own header around ``payload``: magic, length and a valid SHA-256."""
-    import hashlib
-
-    digest = hashlib.sha256(payload).digest()
-    return checkpoint.MAGIC + len(payload).to_bytes(8, "big") + digest + payload
-
-
-def torch_bytes(state) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
-
-
-HOSTILE = {
-    "format 2 header": lambda marker: with_header(torch_bytes(hostile_state(marker))),
-    "bare torch.save": lambda marker: torch_bytes(hostile_state(marker)),
-    "plain pickle": lambda marker: pickle.dumps(hostile_state(marker), protocol=2),
-}
 REFUSED = re.compile(
     r"Error: checkpoint \S+checkpoint\.pt (holds objects fasttrain does not write \(posix\."
     r"system\); refusing to load it|is corrupt or not a fasttrain checkpoint \(\w+\))"
@@ -115,7 +61,7 @@ REFUSED = re.compile(
 @pytest.fixture(scope="module")
 def hostile_runs(tmp_path_factory):
     """A run directory per hostile file, each given to every command that reads checkpoints
-    (subprocesses, as a user runs them): {(kind, command): (marker, result)}."""
+    (in this process, as the command line runs it): {(kind, command): (marker, result)}."""
     calls, markers = {}, {}
     for kind, make in HOSTILE.items():
         root = tmp_path_factory.mktemp("hostile")
@@ -136,7 +82,7 @@ def hostile_runs(tmp_path_factory):
             commands = {k: commands[k] for k in ("run --resume", "play --checkpoint FILE")}
         for command, args in commands.items():
             calls[kind, command] = args
-    results = cli_pool(calls)
+    results = {key: cli_in_process(*args) for key, args in calls.items()}
     return {key: (markers[key[0]], result) for key, result in results.items()}
 
 
@@ -147,187 +93,10 @@ def test_every_command_refuses_a_hostile_checkpoint_in_one_line_and_runs_nothing
         assert not marker.exists(), f"{command} ran the code in a {kind} file"
 
 
-@pytest.mark.parametrize("kind", HOSTILE)
-def test_every_api_refuses_a_hostile_checkpoint_and_runs_nothing(kind, tmp_path):
-    marker = tmp_path / "marker"
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / checkpoint.FILENAME).write_bytes(HOSTILE[kind](marker))
-    config = fasttrain.config.load(sets=TINY)
-    readers = {
-        "load": lambda: checkpoint.load(run_dir),
-        "load file": lambda: checkpoint.load(run_dir / checkpoint.FILENAME),
-        "load_agent": lambda: load_agent(run_dir),
-        "describe": lambda: checkpoint.describe(run_dir),
-        "runner.run": lambda: run_training(config, resume=run_dir, echo=lambda *a, **k: None),
-    }
-    for name, read in readers.items():
-        with pytest.raises(ConfigError) as refusal:
-            read()
-        assert len(str(refusal.value).splitlines()) == 1, (name, str(refusal.value))
-        assert not marker.exists(), f"{name} ran the code in a {kind} file"
-    if kind != "plain pickle":  # torch names what a zip pickle asked for
-        assert "(posix.system); refusing to load it" in str(refusal.value)
-
-
-def test_a_format_3_file_names_no_object_only_json_and_array_bytes(tmp_path):
-    """The payload of a written checkpoint has no pickle opcode stream: its JSON header and
-    arrays alone, and decoding it builds only containers, scalars, tensors and arrays."""
-    path = tmp_path / checkpoint.FILENAME
-    state = {"model": {"w": torch.ones(2)}, "config": "", "env": {"obs": np.zeros(3, np.uint8)}}
-    checkpoint.save(path, state)
-    payload = path.read_bytes()[checkpoint.HEADER :]
-    assert payload.startswith(statefile.STATE_MAGIC)
-    assert b"\x80\x02" not in payload[:64] and not payload.startswith(b"PK")
-    header = statefile.read_header(payload)
-    kinds = {(entry["kind"], entry["dtype"]) for entry in header["arrays"]}
-    assert kinds == {("torch", "float32"), ("numpy", "uint8")}
-
-
 # ------------------------------------------------------------------------------- the state format
 
 
-def every_kind_of_leaf() -> dict:
-    torch_dtypes = list(statefile.TORCH_DTYPES.values())
-    return {
-        "tensors": {
-            str(d): (torch.arange(6, dtype=torch.float64) * 1.5 - 3).to(d).reshape(2, 3)
-            for d in torch_dtypes
-        },
-        "scalar tensor": torch.tensor(7.25),
-        "empty tensor": torch.zeros((0, 4), dtype=torch.bfloat16),
-        "strided tensor": torch.arange(12).reshape(3, 4).t(),
-        "arrays": {
-            name: (np.arange(6) % 2).astype(d) for name, d in statefile.NUMPY_DTYPES.items()
-        },
-        "uint64 max": np.array([2**64 - 1, 0], dtype=np.uint64),
-        "int keys": {0: {"step": torch.tensor(3.0)}, 17: "x"},
-        "tuple": (0.9, 0.999),
-        "list": [1, "two", None, True, False, [3.5, {"deep": (1,)}]],
-        "floats": [math.nan, math.inf, -math.inf, 1e-310, 3.0],
-        "big int": 2**64 - 1,
-        "numpy scalars": [np.float32(1.5), np.int64(-4)],
-        "size": torch.Size([2, 3]),
-        'key named like a tag {"T": 0}': {"T": 0, "A": 1, "d": [], "l": [], "t": []},
-    }
-
-
-def same(a, b) -> bool:
-    """Equal values of the same types; tensors and arrays byte for byte (NaN and -0.0 too)."""
-    if isinstance(a, torch.Tensor):
-        if not isinstance(b, torch.Tensor) or (a.dtype, a.shape) != (b.dtype, b.shape):
-            return False
-        return torch.equal(
-            a.contiguous().reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)
-        )
-    if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return (
-            type(b) is (tuple if isinstance(a, tuple) else list)
-            and len(a) == len(b)
-            and all(same(x, y) for x, y in zip(a, b, strict=True))
-        )
-    if isinstance(a, float) and math.isnan(a):
-        return isinstance(b, float) and math.isnan(b)
-    return a == b and type(b) in (type(a), float if isinstance(a, np.floating) else int)
-
-
-def test_the_state_format_gives_back_every_leaf_bit_for_bit():
-    state = every_kind_of_leaf()
-    decoded = statefile.decode(b"".join(bytes(c) for c in statefile.encode(state)))
-    assert same(state, decoded)
-    assert type(decoded["numpy scalars"][0]) is float and type(decoded["numpy scalars"][1]) is int
-
-
-def test_the_state_format_refuses_what_fasttrain_never_writes():
-    for value in (object(), {1.5: "float key"}, np.array(["text"]), torch.zeros(2, 2).to_sparse()):
-        with pytest.raises(TypeError):
-            statefile.encode({"x": value})
-
-
-def craft(tree, arrays=(), blob=b"") -> bytes:
-    """A payload with this header, as an attacker would write it."""
-    header = json_bytes({"tree": tree, "arrays": list(arrays)})
-    return statefile.STATE_MAGIC + len(header).to_bytes(8, "big") + header + blob
-
-
-def json_bytes(value) -> bytes:
-    import json
-
-    return json.dumps(value).encode()
-
-
-def json_nested(depth: int):
-    node = 1
-    for _ in range(depth):
-        node = {"l": [node]}
-    return node
-
-
-ONE = {"kind": "torch", "dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8}
-CRAFTED = {
-    "unknown tag": craft({"X": 1}),
-    "a tag beside another": craft({"l": [], "d": []}),
-    "unknown dtype": craft({"T": 0}, [{**ONE, "dtype": "object"}], bytes(8)),
-    "unknown kind": craft({"T": 0}, [{**ONE, "kind": "pickle"}], bytes(8)),
-    "bytes past the end": craft({"T": 0}, [ONE], bytes(4)),
-    "size and shape disagree": craft({"T": 0}, [{**ONE, "nbytes": 4}], bytes(8)),
-    "negative shape": craft({"T": 0}, [{**ONE, "shape": [-2]}], bytes(8)),
-    "array index past the list": craft({"T": 3}, [ONE], bytes(8)),
-    "torch tag on a numpy array": craft({"T": 0}, [{**ONE, "kind": "numpy"}], bytes(8)),
-    "dict entry not a pair": craft({"d": [["a", 1, 2]]}),
-    "float dict key": craft({"d": [[1.5, 1]]}),
-    "nested too deep": craft(json_nested(200)),
-    "header not JSON": statefile.STATE_MAGIC + (4).to_bytes(8, "big") + b"{{{{",
-    "header longer than the file": statefile.STATE_MAGIC + (99).to_bytes(8, "big") + b"{}",
-}
-
-
-@pytest.mark.parametrize("name", CRAFTED)
-def test_a_crafted_state_is_refused_in_one_line(name, tmp_path):
-    with pytest.raises(statefile.StateFileError):
-        statefile.decode(CRAFTED[name])
-    path = tmp_path / checkpoint.FILENAME
-    path.write_bytes(with_header(CRAFTED[name]))
-    with pytest.raises(
-        ConfigError, match=r"^checkpoint \S+ is not a fasttrain checkpoint: [^\n]+$"
-    ):
-        checkpoint.load(path)
-
-
 # ------------------------------------------------------------------------------- old formats
-
-
-@pytest.mark.parametrize("name", ["ppo", "gru", "dqn", "arena"])
-def test_an_older_pickled_checkpoint_still_loads_plays_and_resumes_in_format_3(name, tmp_path):
-    source = LEGACY / f"{name}.pt"
-    assert source.read_bytes().startswith(checkpoint.MAGIC)
-    state = checkpoint.load(source)
-    assert state["format"] == 2 and state["global_step"] > 0
-    assert all(isinstance(a, np.ndarray) for a in state["env"].values())
-    agent, params = load_agent(source)
-    spec = fasttrain.games.get(checkpoint.saved_config(source, state).game.name)
-    env = fasttrain.make(spec.name, num_envs=2, seed=1, **params)
-    actions = agent(env.obs, *([None] if agent.is_recurrent else []))
-    assert actions.shape == (env.num_rows,) and int(actions.max()) < env.num_actions
-    # resumed with the settings it was written with, one more iteration
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    shutil.copy(source, run_dir / checkpoint.FILENAME)
-    config = checkpoint.saved_config(source, state)
-    iteration = state["global_step"] // state["iteration"]
-    more = {"total_timesteps": state["global_step"] + iteration}
-    layers = [("checkpoint", fasttrain.config.tomllib.loads(state["config"]))]
-    flags = {"game": {config.game.name: {config.run.algo: more}}, "log": {"progress": False}}
-    resumed = fasttrain.config.build([*layers, ("test", flags)])
-    summary = run_training(resumed, resume=run_dir, echo=lambda *a, **k: None)
-    assert summary["global_step"] == state["global_step"] + iteration
-    after = checkpoint.load(run_dir)
-    assert after["format"] == checkpoint.FORMAT
-    assert after["iteration"] == state["iteration"] + 1
 
 
 # ------------------------------------------------------------------------------- safe writes

@@ -1,8 +1,7 @@
-"""One plain gymnasium.Env per single-agent game: the ecosystem's checkers, registration in
-either import order, final observations, seeding and params."""
+"""One plain gymnasium.Env per single-agent game: the ecosystem's checkers, final observations,
+seeding and params (registration: ``test_gym_registry.py``; in either import order:
+``tests/test_fasttrain.py``)."""
 
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -12,7 +11,7 @@ import torch
 gymnasium = pytest.importorskip("gymnasium")
 
 import fasttrain  # noqa: E402
-from fasttrain.adapters.gym import GymEnv, gym_id, register_envs  # noqa: E402
+from fasttrain.adapters.gym import GymEnv, gym_id  # noqa: E402
 
 
 @pytest.mark.parametrize("game", ["snake", "cartpole", "minatar-breakout"])
@@ -30,37 +29,6 @@ def test_gymnasium_check_env_passes(game):
 def test_stable_baselines3_check_env_passes(game):
     sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_checker.check_env(GymEnv(game), warn=True)
-
-
-def test_ids_name_every_single_agent_game():
-    assert gym_id("snake") == "fasttrain/Snake-v0"
-    assert gym_id("cartpole") == "fasttrain/CartPole-v0"
-    assert gym_id("minatar-space_invaders") == "fasttrain/MinAtar-SpaceInvaders-v0"
-    ids = register_envs()
-    single = [g for g in fasttrain.games.names() if g != "arena"]
-    assert sorted(ids) == sorted(gym_id(g) for g in single)
-    assert all(i in gymnasium.registry for i in ids)
-    assert gym_id("arena") not in gymnasium.registry  # several agents: not one Env
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import fasttrain, sys; assert 'gymnasium' not in sys.modules; import gymnasium",
-        "import gymnasium, fasttrain",
-    ],
-    ids=["fasttrain-first", "gymnasium-first"],
-)
-def test_gymnasium_make_works_in_either_import_order(code):
-    script = (
-        f"{code}\n"
-        "env = gymnasium.make('fasttrain/Snake-v0', height=6, width=6)\n"
-        "obs, _ = env.reset(seed=0)\n"
-        "assert obs.shape == (4, 6, 6) == env.observation_space.shape, obs.shape\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def test_an_episode_end_returns_its_final_observation_and_reset_starts_the_next():

@@ -284,42 +284,6 @@ def test_cuda_on_the_simulator_matches_cpu_bit_for_bit(tmp_path):
 # ------------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("num_agents", [2, lambda p: p.num_players])
-def test_several_agents_without_observe_are_refused(num_agents):
-    with pytest.raises(ValueError, match="observe"):
-        dataclasses.replace(COUNTER_WHOLE, num_agents=num_agents, observe=None)
-
-
-def test_reset_agent_without_observe_is_refused():
-    with pytest.raises(ValueError, match="observe"):
-        dataclasses.replace(COUNTER, num_agents=1, observe=None)
-
-
-def _observe_agent_first(a, i, io, s, p):
-    pass
-
-
-def _observe_no_agent(i, io, s, p):
-    pass
-
-
-def _reset_agent_env_only(i, io, s, p):
-    pass
-
-
-@pytest.mark.parametrize(
-    "field, fn",
-    [
-        ("observe", _observe_agent_first),
-        ("observe", _observe_no_agent),
-        ("reset_agent", _reset_agent_env_only),
-    ],
-)
-def test_agent_functions_must_take_i_and_a_first(field, fn):
-    with pytest.raises(ValueError, match=rf"{fn.__name__} must take .*`i` and the agent index `a`"):
-        dataclasses.replace(COUNTER, **{field: fn})
-
-
 def test_num_agents_below_one_is_refused_when_the_env_is_made():
     spec = dataclasses.replace(COUNTER, name="counter_agents_none", num_agents=lambda p: 0)
     with pytest.raises(ValueError, match="num_agents must be an int >= 1, got 0"):

@@ -81,15 +81,6 @@ def one_line(excinfo) -> str:
 # ------------------------------------------------------------------------------- the count
 
 
-def test_the_spec_gives_the_count_for_the_params():
-    assert PICK.actions(PICK.make_params()) == 6
-    assert PICK.actions(PICK.make_params(minimal_action_set=True)) == 3
-    assert PICK_FIXED.actions(PICK.make_params(minimal_action_set=True)) == 4
-    numpy_count = dataclasses.replace(PICK, num_actions=lambda p: np.int64(5))
-    count = numpy_count.actions(PICK.make_params())
-    assert count == 5 and type(count) is int
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("minimal, count", [(False, 6), (True, 3)])
 def test_make_gives_the_count_of_the_params(registered, backend, minimal, count):
@@ -200,16 +191,6 @@ def test_a_bad_count_only_for_some_params_is_refused_when_made_with_them(registe
         assert one_line(excinfo) == "game 'half_pick': num_actions must be an int >= 1, got 0"
     finally:
         games._REGISTRY.pop(spec.name, None)
-
-
-@pytest.mark.parametrize("count", [0, -1, True, 2.0, "3", None])
-def test_a_bad_constant_count_fails_at_the_spec_in_one_line(count):
-    with pytest.raises(ValueError) as excinfo:
-        dataclasses.replace(PICK, name="bad_pick", num_actions=count)
-    assert one_line(excinfo) == (
-        f"game 'bad_pick': num_actions must be an int >= 1 or a function of the params, "
-        f"got {count!r}"
-    )
 
 
 # ------------------------------------------------------------------------------- a constant

@@ -6,11 +6,10 @@ hardware compiler on the same generated kernels, so type errors that only the CU
 ``numba-cuda[cu12]`` (in the ``test`` extra) and skip without it.
 """
 
+import functools
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -31,11 +30,35 @@ def _entries(ptx: str) -> list[str]:
     return re.findall(r"\.entry\s+(\S+?)\(", ptx)
 
 
+# Compiling a game to PTX takes seconds (Seaquest tens of them): each game and compute
+# capability is compiled once for the tests of this file, which read the same PTX.
+
+
+@functools.cache
+def compilers() -> tuple:
+    """The real ``compile_ptx`` and ``compile_column_ptx`` (kept before a test replaces them)."""
+    from fasttrain.kernels.ptx import compile_column_ptx, compile_ptx
+
+    return compile_ptx, compile_column_ptx
+
+
+@functools.cache
+def game_ptx(game: str, cc: tuple[int, int]) -> dict[str, str]:
+    """``compile_ptx`` of a registered game with its default params, compiled once."""
+    return compilers()[0](games.get(game), cc=cc)
+
+
+@functools.cache
+def gae_ptx(cc: tuple[int, int]) -> str:
+    """``compile_column_ptx`` of the GAE kernel for its example arguments, compiled once."""
+    from fasttrain.kernels.gae import GAE, example_args
+
+    return compilers()[1](GAE, example_args(), cc)
+
+
 @pytest.mark.parametrize("game", games.names())
 def test_every_game_compiles_to_ptx_for_the_hardware_target(game):
-    from fasttrain.kernels.ptx import compile_ptx
-
-    ptx = compile_ptx(games.get(game), cc=(9, 0))
+    ptx = game_ptx(game, (9, 0))
     assert set(ptx) == {"step_kernel", "reset_kernel"}
     for kernel, text in ptx.items():
         assert ".target sm_90" in text
@@ -46,11 +69,8 @@ def test_every_game_compiles_to_ptx_for_the_hardware_target(game):
 
 
 def test_the_compute_capability_reaches_the_compiler():
-    from fasttrain.kernels.ptx import compile_ptx
-
-    spec = games.get("snake")
-    assert ".target sm_80" in compile_ptx(spec, cc=(8, 0))["step_kernel"]
-    assert ".target sm_90" in compile_ptx(spec, cc=(9, 0))["step_kernel"]
+    assert ".target sm_80" in game_ptx("snake", (8, 0))["step_kernel"]
+    assert ".target sm_90" in game_ptx("snake", (9, 0))["step_kernel"]
 
 
 def test_game_params_are_compiled_in_as_kernel_arguments():
@@ -73,7 +93,7 @@ def test_a_game_of_more_params_and_state_arrays_than_a_call_once_took_compiles_t
     which Python compiles a call as ``f(*args)``. Every write through them stays: ``where``
     stores each param into its own state array."""
     from fasttrain.kernels.ptx import compile_ptx
-    from tests.fasttrain.kernels.test_params import WIDE, wide_game
+    from tests.fasttrain.kernels.test_env import WIDE, wide_game
 
     ptx = compile_ptx(wide_game(WIDE, where), cc=(9, 0))
     kernel = "step_kernel" if where == "step_one" else "reset_kernel"
@@ -82,10 +102,7 @@ def test_a_game_of_more_params_and_state_arrays_than_a_call_once_took_compiles_t
 
 
 def test_gae_kernel_compiles_to_ptx():
-    from fasttrain.kernels.gae import GAE, example_args
-    from fasttrain.kernels.ptx import compile_column_ptx
-
-    ptx = compile_column_ptx(GAE, example_args(), (9, 0))
+    ptx = gae_ptx((9, 0))
     assert ".target sm_90" in ptx and len(_entries(ptx)) == 1
     assert "column_kernel" in _entries(ptx)[0]
     assert "%ctaid.x" in ptx and "%tid.x" in ptx  # one thread per column
@@ -110,35 +127,29 @@ def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
 
 
 def test_ptxas_assembles_every_kernel():
-    from fasttrain.kernels.gae import GAE, example_args
-    from fasttrain.kernels.ptx import compile_column_ptx, compile_ptx, find_ptxas, ptxas_info
+    from fasttrain.kernels.ptx import find_ptxas, ptxas_info
 
     if find_ptxas() is None:
         pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc-cu12)")
-    texts = [compile_column_ptx(GAE, example_args(), (9, 0))]
+    texts = [gae_ptx((9, 0))]
     for game in games.names():
-        texts += compile_ptx(games.get(game), cc=(9, 0)).values()
+        texts += game_ptx(game, (9, 0)).values()
     for text in texts:
         info = ptxas_info(text, (9, 0))
         assert re.search(r"Used \d+ registers", info), info
 
 
-def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given():
+def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given(monkeypatch):
+    from fasttrain.kernels import ptx
     from fasttrain.kernels.ptx import find_ptxas, report
 
+    # the report compiles what it is given through these two: the same PTX, compiled once here
+    compilers()
+    monkeypatch.setattr(ptx, "compile_ptx", lambda spec, cc: game_ptx(spec.name, cc))
+    monkeypatch.setattr(ptx, "compile_column_ptx", lambda kernel, args, cc: gae_ptx(cc))
     lines = report([games.get("snake")], (8, 0))
     names = [tuple(line.split()[:2]) for line in lines]
     assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel")]
     assert all("sm_80: PTX" in line for line in lines)
     if find_ptxas() is not None:
         assert all(re.search(r"\d+ registers, \d+ B spill stores$", line) for line in lines)
-
-
-def test_the_command_rejects_an_unknown_game_in_one_line_naming_the_valid_ones():
-    result = subprocess.run(
-        [sys.executable, "-m", "fasttrain.ptx", "snake", "snaek"], capture_output=True, text=True
-    )
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.strip().splitlines() == [
-        f"unknown game 'snaek'; valid: {', '.join(games.names())}"
-    ]

@@ -1,4 +1,5 @@
-"""Colour pictures of the MinAtar games: MinAtar's palette and its highest-channel-wins rule."""
+"""fasttrain.games._minatar, the base the MinAtar games share: colour pictures in MinAtar's
+palette with its highest-channel-wins rule."""
 
 from __future__ import annotations
 

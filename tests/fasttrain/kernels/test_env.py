@@ -188,29 +188,6 @@ def test_launcher_arguments_built_before_are_refreshed_by_refresh_args(backend):
 # ------------------------------------------------------------------------------- choices
 
 
-def test_a_str_param_reaches_the_kernels_as_its_index():
-    for index, mode in enumerate(MODES):
-        assert DIAL.param_values(DIAL.make_params(mode=mode))["mode"] == index
-    assert DIAL.param_values(DIAL.make_params())["mode"] == 0
-
-
-@pytest.mark.parametrize("value", ["tripled", "Plain", "", 1, None])
-def test_a_value_outside_the_choices_names_the_valid_ones(value):
-    with pytest.raises(ValueError) as excinfo:
-        DIAL.make_params(mode=value)
-    assert str(excinfo.value) == (
-        f"game 'dial' parameter 'mode' must be one of plain, doubled, negated; got {value!r}"
-    )
-
-
-def test_a_str_param_without_choices_is_refused_at_creation():
-    with pytest.raises(ValueError, match="str param 'mode' needs its valid values in GameSpec"):
-        dataclasses.replace(DIAL, name="dial_no_choices", choices={})
-    # a default outside its own choices is refused too: kernels could not receive it
-    with pytest.raises(ValueError, match="str param 'mode' needs its valid values"):
-        dataclasses.replace(DIAL, name="dial_bad_choices", choices={"mode": ("fast", "slow")})
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_choice_plays_by_its_own_rule(backend):
     rewards = {}

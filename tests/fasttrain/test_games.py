@@ -1,0 +1,66 @@
+"""fasttrain.games: the registry finds built-in games by name, imports each once it is asked
+for, and takes a user's game without letting it replace another."""
+
+import dataclasses
+
+import pytest
+
+from fasttrain import games
+from fasttrain.kernels import GameSpec
+
+BUILTIN = [
+    "arena",
+    "cartpole",
+    "minatar-asterix",
+    "minatar-breakout",
+    "minatar-freeway",
+    "minatar-seaquest",
+    "minatar-space_invaders",
+    "snake",
+]
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry as it is, put back after the test."""
+    monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))
+    return games._REGISTRY
+
+
+def test_names_are_the_built_in_games_sorted():
+    assert [name for name in games.names() if name in BUILTIN] == BUILTIN
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_each_built_in_game_is_its_modules_spec_and_stays_one_object(name):
+    import importlib
+
+    spec = games.get(name)
+    assert isinstance(spec, GameSpec) and spec.name == name
+    assert spec is importlib.import_module(games._BUILTIN[name]).SPEC
+    assert games.get(name) is spec
+
+
+def test_an_unknown_game_is_refused_naming_the_valid_ones():
+    with pytest.raises(ValueError) as excinfo:
+        games.get("snaek")
+    assert str(excinfo.value) == f"unknown game 'snaek'; valid: {', '.join(games.names())}"
+
+
+def test_a_users_game_is_registered_once_and_may_not_take_another_name(registry):
+    snake = games.get("snake")
+    mine = dataclasses.replace(snake, name="my_snake")
+    assert games.register(mine) is mine
+    assert games.get("my_snake") is mine and "my_snake" in games.names()
+    assert games.register(mine) is mine  # the same spec again: nothing changes
+    other = dataclasses.replace(snake, name="my_snake")
+    with pytest.raises(ValueError, match="^a game named 'my_snake' is already registered$"):
+        games.register(other)
+    with pytest.raises(ValueError, match="^a game named 'cartpole' is already registered$"):
+        games.register(dataclasses.replace(snake, name="cartpole"))
+    assert games.register(other, overwrite=True) is other and games.get("my_snake") is other
+
+
+def test_register_takes_only_a_game_spec(registry):
+    with pytest.raises(TypeError, match="^register\\(\\) takes a GameSpec, got dict$"):
+        games.register({"name": "snake"})
