@@ -28,7 +28,7 @@ in it (channel ``c`` gets colour ``c + 1``; an empty cell is black), from seabor
 palette of as many colours as the game has channels. That palette samples matplotlib's
 ``cubehelix`` colour map (D. A. Green's cube helix with gamma 1, start 0.5, rotations -1.5, hue 1)
 at ``n`` evenly spaced points strictly inside [0, 1], from its 256-entry table. It is computed
-here with NumPy, so neither seaborn nor matplotlib is needed; test_minatar_rgb.py
+here with NumPy, so neither seaborn nor matplotlib is needed; tests/fasttrain/games/test__minatar.py
 checks it against matplotlib's map.
 """
 
