@@ -7,11 +7,9 @@ format, a JSON tree plus raw array bytes, which names no Python object and so ca
 A flipped or missing byte anywhere in the payload fails the digest, so ``load`` refuses it before
 reading it.
 
-Formats 1 (a bare ``torch.save`` of the state) and 2 (the same payload behind the header) came
-from earlier versions and hold pickles. ``load`` reads them with ``torch.load(weights_only=True)``,
-which refuses any object but tensors, containers and the NumPy arrays fasttrain wrote, so they
-cannot run code either; a resumed run rewrites them as format 3. Reading them needs torch >= 2.5
-(``torch.serialization.safe_globals``).
+Formats 1 (a bare ``torch.save`` of the state) and 2 (a pickle behind the header) were written
+only while fasttrain was developed, before any release; they are refused in one line, unread:
+no file reaches an unpickler, not even torch's restricted one.
 
 Every checkpoint the runner writes holds ``identity``: what must match for a run to continue
 from it (game, its params, learner, model settings, num_envs, observation shape).
@@ -22,12 +20,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
-import io
-import re
-import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from fasttrain import config as cfg
@@ -38,7 +32,6 @@ from fasttrain.rundir import write_atomic
 
 FILENAME = "checkpoint.pt"
 FORMAT = 3
-FORMATS = (1, 2, FORMAT)  # what load reads: 1 and 2 as restricted pickles (see above)
 MAGIC = b"\x89fasttrain-ckpt\n"  # a non-ASCII first byte, as PNG does: no text file starts so
 HEADER = len(MAGIC) + 8 + 32  # magic, payload length, SHA-256 digest
 
@@ -73,7 +66,7 @@ def identity(
 
 
 def saved_identity(state: dict) -> dict | None:
-    """The identity a checkpoint records; for format 1, the one of its config, if readable."""
+    """The identity a checkpoint records, or, where it records none, the one of its config."""
     if isinstance(state.get("identity"), dict):
         return state["identity"]
     try:
@@ -145,7 +138,7 @@ def read_payload(path: Path, data: bytes) -> memoryview:
     """The payload of a checkpoint file's bytes, its checksum verified."""
     view = memoryview(data)
     if not data.startswith(MAGIC):
-        return view  # format 1: a bare torch file, no checksum to verify
+        raise ConfigError(_not_ours(path, data))
     if len(data) < HEADER:
         raise ConfigError(f"checkpoint {path} is corrupt: truncated in its header")
     size = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 8], "big")
@@ -158,43 +151,17 @@ def read_payload(path: Path, data: bytes) -> memoryview:
     return payload
 
 
-# the NumPy objects formats 1 and 2 pickled (environment arrays): building these runs no code
-# a file chooses; every other global in a pickle is refused by torch's weights_only unpickler
-def _numpy_globals() -> list:
-    core = getattr(np, "_core", None) or np.core  # numpy 2 renamed np.core
-    dtypes = {type(np.dtype(name)) for name in statefile.NUMPY_DTYPES}
-    return [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype, *dtypes]
+PICKLE_STARTS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive, a bare pickle (protocol 2+)
 
 
-def _unsafe_names(exc: Exception) -> list[str]:
-    """The globals a refused pickle asked for, as torch's error names them."""
-    found = re.findall(r"(?:GLOBAL|global:?|class)\s+([A-Za-z_][\w.]*)", str(exc))
-    return [n for n in dict.fromkeys(found) if "." in n]
-
-
-def _read_pickled(path: Path, payload: memoryview) -> dict:
-    """A format 1 or 2 state, read by torch's restricted unpickler; refused in one line when
-    the file asks for anything but tensors, containers and NumPy arrays."""
-    if not hasattr(torch.serialization, "safe_globals"):
-        raise ConfigError(
-            f"checkpoint {path} is an older pickled format that this torch "
-            f"({torch.__version__}) cannot read safely; read it once with torch >= 2.5 "
-            "(`fasttrain run --resume` rewrites it in the current format)"
+def _not_ours(path: Path, data: bytes) -> str:
+    """The one line for a file without this format's header: what it looks like."""
+    if data.startswith(PICKLE_STARTS):
+        return (
+            f"checkpoint {path} is a pickle (torch.save, or fasttrain's development formats 1 "
+            "and 2); fasttrain reads only its own format 3 and never unpickles a file"
         )
-    try:
-        with torch.serialization.safe_globals(_numpy_globals()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # notes on pickle protocols: the error says enough
-            return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a pickle raises anything on foreign bytes
-        names = _unsafe_names(exc)
-        if names:
-            raise ConfigError(
-                f"checkpoint {path} holds objects fasttrain does not write "
-                f"({', '.join(names)}); refusing to load it"
-            ) from None
-        raise ConfigError(
-            f"checkpoint {path} is corrupt or not a fasttrain checkpoint ({type(exc).__name__})"
-        ) from None
+    return f"checkpoint {path} is not a fasttrain checkpoint"
 
 
 def read_state(path, arrays: bool = True) -> dict:
@@ -212,7 +179,10 @@ def read_state(path, arrays: bool = True) -> dict:
         raise ConfigError(f"checkpoint {path} is empty")
     payload = read_payload(path, data)
     if not statefile.is_state(payload):
-        return _read_pickled(path, payload)
+        raise ConfigError(
+            f"checkpoint {path} holds a pickle (fasttrain's development format 2); fasttrain "
+            "reads only its own format 3 and never unpickles a file"
+        )
     try:
         return statefile.decode(payload) if arrays else statefile.skeleton(payload)
     except statefile.StateFileError as exc:
@@ -226,7 +196,7 @@ def load(path) -> dict:
     state = read_state(path)
     if (
         not isinstance(state, dict)
-        or state.get("format") not in FORMATS
+        or state.get("format") != FORMAT
         or "model" not in state
         or not all(_is_network(state[key]) for key in networks(state) if key in state)
         or not isinstance(state.get("config"), str)

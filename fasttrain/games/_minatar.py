@@ -111,7 +111,7 @@ def spec(
     name, params_cls, state, num_channels, minimal_actions, reset_one, step_one, render_text, **more
 ):
     """The ``GameSpec`` of MinAtar's game ``name`` (registered as ``minatar-<name>``); ``more``
-    goes to ``GameSpec`` as it is (``legacy_state``)."""
+    goes to ``GameSpec`` as it is."""
     return GameSpec(
         name=f"minatar-{name}",
         params_cls=params_cls,

@@ -154,19 +154,6 @@ STATE = (
 )
 
 
-BOT_DONE = ("bot_done_food", "bot_done_steps", "bot_done_lives")
-
-
-def legacy_state(arrays: dict) -> dict:
-    """A checkpoint's arrays from before the bot sums had names: ``bot_done`` (N, 3) holds
-    them as columns."""
-    if "bot_done" in arrays:
-        done = np.asarray(arrays.pop("bot_done"))
-        for k, name in enumerate(BOT_DONE):
-            arrays[name] = np.ascontiguousarray(done[:, k])
-    return arrays
-
-
 # ------------------------------------------------------------------------------- sub-steps
 
 
@@ -478,7 +465,6 @@ SPEC = GameSpec(
     reset_agent=reset_agent,
     obs_categories=OBS_CODES,
     choices={"bot_policy": BOT_POLICIES},
-    legacy_state=legacy_state,
 )
 
 

@@ -130,16 +130,6 @@ STATE = (
 )
 
 
-def legacy_state(arrays: dict) -> dict:
-    """A checkpoint's arrays from before the scalars had names: ``game`` (N, 17) holds them as
-    columns, in ``SCALARS`` order."""
-    if "game" in arrays:
-        game = np.asarray(arrays.pop("game"))
-        for k, (name, _) in enumerate(SCALARS):
-            arrays[name] = np.ascontiguousarray(game[:, k])
-    return arrays
-
-
 # ------------------------------------------------------------------------------- lists
 
 
@@ -508,7 +498,6 @@ SPEC = spec(
     reset_one,
     step_one,
     render_text,
-    legacy_state=legacy_state,
 )
 
 

@@ -418,8 +418,6 @@ class KernelEnv:
             raise TypeError(
                 f"expected a dict of arrays from state_dict(), got {type(arrays).__name__}"
             )
-        if self.spec.legacy_state is not None:  # saved before the game's state was renamed
-            arrays = self.spec.legacy_state(dict(arrays))
         missing = [name for name in self.arrays if name not in arrays]
         if missing:
             raise ValueError(

@@ -154,9 +154,6 @@ class GameSpec:
     it); 0: numbers"""
     choices: dict = dataclasses.field(default_factory=dict, hash=False)
     """str params: name -> the tuple of valid values; kernels receive the value's index"""
-    legacy_state: Callable[[dict], dict] | None = None
-    """``legacy_state(arrays)``: a ``state_dict`` saved by an earlier layout of the game's state
-    (a checkpoint), rewritten into today's arrays; None when the layout never changed"""
     module: object = None
 
     def __post_init__(self):

@@ -1,7 +1,7 @@
 """fasttrain.checkpoint: a checkpoint from anyone is safe to open through every reader of the API,
-a written checkpoint holds no pickle, and the old pickled formats the project wrote
-(``tests/data/format2``: PPO, a GRU policy, DQN with a prioritized replay buffer and an arena
-curriculum, written by the version before format 3) still load, play and resume.
+a written checkpoint holds no pickle, and the pickled formats the project wrote while it was
+developed (``tests/data/format2``: PPO, a GRU policy, DQN with a prioritized replay buffer and an
+arena curriculum, written before format 3) are refused in one line without being unpickled.
 
 The hostile checkpoints are real attacks: a pickle whose payload would create a marker file,
 wrapped in the project's own header with a valid digest, or a bare ``torch.save`` file.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -98,8 +97,7 @@ def test_every_api_refuses_a_hostile_checkpoint_and_runs_nothing(kind, tmp_path)
             read()
         assert len(str(refusal.value).splitlines()) == 1, (name, str(refusal.value))
         assert not marker.exists(), f"{name} ran the code in a {kind} file"
-    if kind != "plain pickle":  # torch names what a zip pickle asked for
-        assert "(posix.system); refusing to load it" in str(refusal.value)
+        assert "never unpickles a file" in str(refusal.value), name
 
 
 def test_a_format_3_file_names_no_object_only_json_and_array_bytes(tmp_path):
@@ -117,29 +115,22 @@ def test_a_format_3_file_names_no_object_only_json_and_array_bytes(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["ppo", "gru", "dqn", "arena"])
-def test_an_older_pickled_checkpoint_still_loads_plays_and_resumes_in_format_3(name, tmp_path):
+def test_a_development_format_2_checkpoint_is_refused_unread(name, monkeypatch):
+    """The project was never released: its pickled formats are refused, and no byte of them
+    reaches an unpickler (torch's restricted one included)."""
     source = LEGACY / f"{name}.pt"
     assert source.read_bytes().startswith(checkpoint.MAGIC)
-    state = checkpoint.load(source)
-    assert state["format"] == 2 and state["global_step"] > 0
-    assert all(isinstance(a, np.ndarray) for a in state["env"].values())
-    agent, params = load_agent(source)
-    spec = fasttrain.games.get(checkpoint.saved_config(source, state).game.name)
-    env = fasttrain.make(spec.name, num_envs=2, seed=1, **params)
-    actions = agent(env.obs, *([None] if agent.is_recurrent else []))
-    assert actions.shape == (env.num_rows,) and int(actions.max()) < env.num_actions
-    # resumed with the settings it was written with, one more iteration
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    shutil.copy(source, run_dir / checkpoint.FILENAME)
-    config = checkpoint.saved_config(source, state)
-    iteration = state["global_step"] // state["iteration"]
-    more = {"total_timesteps": state["global_step"] + iteration}
-    layers = [("checkpoint", fasttrain.config.tomllib.loads(state["config"]))]
-    flags = {"game": {config.game.name: {config.run.algo: more}}, "log": {"progress": False}}
-    resumed = fasttrain.config.build([*layers, ("test", flags)])
-    summary = run_training(resumed, resume=run_dir, echo=lambda *a, **k: None)
-    assert summary["global_step"] == state["global_step"] + iteration
-    after = checkpoint.load(run_dir)
-    assert after["format"] == checkpoint.FORMAT
-    assert after["iteration"] == state["iteration"] + 1
+
+    def unpickle(*args, **kwargs):
+        raise AssertionError("a checkpoint reached an unpickler")
+
+    monkeypatch.setattr(torch, "load", unpickle)
+    monkeypatch.setattr(pickle, "load", unpickle)
+    monkeypatch.setattr(pickle, "loads", unpickle)
+    for read in (checkpoint.load, load_agent, checkpoint.describe):
+        with pytest.raises(ConfigError) as refusal:
+            read(source)
+        assert str(refusal.value) == (
+            f"checkpoint {source} holds a pickle (fasttrain's development format 2); fasttrain "
+            "reads only its own format 3 and never unpickles a file"
+        )

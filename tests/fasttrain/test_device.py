@@ -88,11 +88,11 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
     monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++" if compiler else None)
     where = Device(torch.device(device), device)
     args = (where, steps, LEARNERS[learner].auto_compile, recurrent, width)
-    assert device.resolve_compile("auto", *args) == expected
+    assert devices.resolve_compile("auto", *args) == expected
     monkeypatch.setattr(devices, "dynamo_supported", lambda: False)  # e.g. torch 2.3, Py 3.12
-    assert device.resolve_compile("auto", *args) == "off"
+    assert devices.resolve_compile("auto", *args) == "off"
     for mode in ("off", "default", "max-autotune"):  # an explicit choice is kept
-        assert device.resolve_compile(mode, *args) == mode
+        assert devices.resolve_compile(mode, *args) == mode
 
 
 def test_cpp_compiler_follows_cxx(monkeypatch, tmp_path):

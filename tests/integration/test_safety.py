@@ -53,8 +53,9 @@ def invoke(*args) -> tuple[int, str]:
 
 
 REFUSED = re.compile(
-    r"Error: checkpoint \S+checkpoint\.pt (holds objects fasttrain does not write \(posix\."
-    r"system\); refusing to load it|is corrupt or not a fasttrain checkpoint \(\w+\))"
+    r"Error: checkpoint \S+checkpoint\.pt (is a pickle \(torch\.save, or fasttrain's development "
+    r"formats 1 and 2\)|holds a pickle \(fasttrain's development format 2\)); fasttrain reads "
+    r"only its own format 3 and never unpickles a file"
 )
 
 

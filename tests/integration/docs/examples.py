@@ -209,10 +209,29 @@ def check_toml(block: Block) -> None:
     if block.text.lstrip().startswith(("--8<--", "# fragment")):
         return
     data = cfg.tomllib.loads(block.text)
-    if "sweep" in data:
+    if block.text.lstrip().startswith("# from:"):  # a preset file, fasttrain/presets/NAME.toml
+        check_preset(block.text, next(iter(data.get("game", {"": None}))))
+    elif "sweep" in data:
         sweepfile.from_layers([("toml block", data)])
     else:
         cfg.from_dict(data, "toml block")
+
+
+def check_preset(text: str, game: str) -> None:
+    """A toml block that is a preset file loads as one: its shape (presets.read), then its
+    tables and its [cuda] tables as config layers."""
+    import tempfile
+
+    from fasttrain import config as cfg
+    from fasttrain import presets
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{game}.toml"
+        path.write_text(text)
+        data = presets.read(path)
+    cfg.check_layer({k: v for k, v in data.items() if k != "cuda"}, "preset block")
+    if "cuda" in data:
+        cfg.check_layer(data["cuda"], "preset block [cuda]")
 
 
 # ------------------------------------------------------------------------------- a page
