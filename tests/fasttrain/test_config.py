@@ -32,7 +32,9 @@ def test_config_toml_equals_code_defaults():
             want = cfg.GAME_DEFAULTS.get(game, {}).get(section, {})
             assert file.games[game].get(section, {}) == want, f"[game.{game}.{section}]"
     # and the file is exactly what the code renders, comments included
-    assert text == configfile.config_file()
+    assert text == configfile.config_file(), (
+        "config.toml is stale: python -m fasttrain.configfile > config.toml"
+    )
 
 
 def test_set_parses_types_and_nested_game_keys():
