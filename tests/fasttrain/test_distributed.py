@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from fasttrain import checkpoint, distributed
-from tests.cli import ROOT
+from tests.cli import ROOT, cli_in_process
 
 SETS = [
     "--game", "cartpole",
@@ -167,8 +167,8 @@ def test_a_resumed_two_rank_run_equals_the_straight_one(runs):
 
 def test_resuming_with_another_rank_count_fails_in_one_line(runs):
     root, _ = runs
-    command = [sys.executable, "-m", "fasttrain", "run", "--resume", str(root / "resumed")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    # one rank, so no torchrun: in this process
+    done = cli_in_process("run", "--resume", root / "resumed", cwd=ROOT)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "Error: checkpoint was written by 2 ranks and this run has 1; resume it with --nproc 2 "

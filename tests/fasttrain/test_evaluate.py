@@ -1,4 +1,4 @@
-"""``fasttrain.evaluate`` against episodes tracked by hand, and ``fasttrain eval`` in a subprocess.
+"""``fasttrain.evaluate`` against episodes tracked by hand, and ``fasttrain eval`` through the CLI.
 
 An episode is one agent's life in the arena: its return, length and score are followed here
 from the rewards and ends of a twin env stepped with the same seed and actions.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +21,7 @@ from fasttrain.checkpoint import load_agent
 from fasttrain.evaluate import EvalResult, evaluate, table
 from fasttrain.games import names
 from fasttrain.runner import run
+from tests.cli import cli_in_process
 
 # a small arena with reward for food and corpses, so every figure varies between lives
 SMALL = {"width": 12, "height": 12, "num_snakes": 4, "num_food": 6, "vision": 2}
@@ -273,13 +272,9 @@ def test_evaluate_of_the_agent_plays_the_actors_actions(tiny_run):
 
 
 def cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", "eval", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=cwd,
-    )
+    """``fasttrain eval ARGS`` in this process: what the command prints and exits with, not
+    the process it runs in, is what these tests check."""
+    return cli_in_process("eval", *args, cwd=cwd)
 
 
 def rows(stdout: str) -> dict[str, list[str]]:
@@ -480,13 +475,7 @@ def bot_run(tmp_path_factory):
     args = ["--game", "arena", "--steps", "4096", "--num-envs", "4", "--device", "cpu"]
     sets = ["ppo.num_steps=8", "ppo.num_minibatches=1", "game.arena.max_bots=2"]
     sets += ["game.arena.num_bots=1", "run.torch_threads=1", "run.numba_threads=1"]
-    done = subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", "run", *args, "--out", str(out)]
-        + [x for s in sets for x in ("--set", s)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = cli_in_process("run", *args, "--out", out, *[x for s in sets for x in ("--set", s)])
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 

@@ -212,9 +212,10 @@ def copy_run(source: Path, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
-    """Every SIGNALLED and KILLED run of TOTAL steps, stopped at its moment, and an
-    uninterrupted run of TOTAL steps, all at once (subprocesses); then each stopped run resumed
-    with `--resume DIR --steps TOTAL` (in this process).
+    """Every SIGNALLED and KILLED run of TOTAL steps, stopped at its moment, all at once
+    (subprocesses); then, while they wind down, an uninterrupted run of TOTAL steps, and each
+    stopped run resumed with `--resume DIR --steps TOTAL` (both in this process: no signal
+    reaches them, and a process start costs more than either run).
 
     Returns {"straight": folder, case: {"out", "stopped" (its result), "step" (of its
     checkpoint after the stop), "temps" and "last_row" (of metrics.csv) after the stop,
@@ -223,7 +224,7 @@ def stopped(tmp_path_factory):
     """
     root = tmp_path_factory.mktemp("signals")
     cases = {**SIGNALLED, **KILLED}
-    procs = {"straight": start_cli("run", "--steps", TOTAL, "--out", root / "straight", *sets())}
+    procs = {}
     for case, (signum, _) in cases.items():
         # kill -9 in the middle of the second save: the writer holds it between its finished
         # temp file and the rename (a test-only pause), where the kill always lands
@@ -256,8 +257,9 @@ def stopped(tmp_path_factory):
         assert time.monotonic() < deadline, f"not signalled in time: {set(cases) - sent}"
         time.sleep(0.002)
 
+    straight = cli_in_process("run", "--steps", TOTAL, "--out", root / "straight", *sets())
+    assert straight.returncode == 0, straight.stderr
     results = {name: finish(proc) for name, proc in procs.items()}
-    assert results["straight"].returncode == 0, results["straight"].stderr
     summary = {"straight": root / "straight"}
     for case in cases:
         out = root / case

@@ -3,9 +3,10 @@ GPU is (.ci/gpu runs it there)."""
 
 from __future__ import annotations
 
+import functools
 import json
 
-from fasttrain.bench import scale
+from fasttrain.bench import scale, training
 
 
 def test_thread_counts_double_up_to_the_cores():
@@ -15,7 +16,13 @@ def test_thread_counts_double_up_to_the_cores():
     assert scale.thread_counts(16) == [1, 2, 4, 8, 16]
 
 
-def test_the_sweep_writes_every_thread_count_and_says_what_it_could_not_measure(tmp_path):
+def test_the_sweep_writes_every_thread_count_and_says_what_it_could_not_measure(
+    tmp_path, monkeypatch
+):
+    # eager training: what is checked is what the sweep writes, and the default config's
+    # torch.compile (two of them, in the background) took ~6 s of this test's ~10
+    eager = functools.partial(training.benchmark_training, sections={"run": {"compile": "off"}})
+    monkeypatch.setattr(training, "benchmark_training", eager)
     path = tmp_path / "scale.json"
     args = ["--threads", "1", "--seconds", "0.05", "--iterations", "1", "--train-num-envs", "32"]
     assert scale.main(["--json", str(path), *args]) == 0

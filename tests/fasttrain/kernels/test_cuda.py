@@ -19,6 +19,12 @@ import torch
 import fasttrain
 from fasttrain import games
 from fasttrain.kernels import assert_backends_agree, get_backend
+from fasttrain.kernels import cuda as cuda_backend
+
+# The simulator runs one Python thread per CUDA thread: blocks of 256 for 4-8 envs were 30x the
+# threads the games need, and most of this process's time. Blocks of 3 launch 9-12 threads and
+# cover what 256 never did at these sizes: several blocks, and a last one partly past the envs.
+cuda_backend.THREADS_PER_BLOCK = 3
 
 
 def check(name):

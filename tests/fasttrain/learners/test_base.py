@@ -20,6 +20,9 @@ SMALL = {
     },
     "model": {"hidden": 16},
     "log": {"progress": False},
+    # eager: what these tests read is set before a compile starts, and the preset's 2M+ steps
+    # would start one in a background thread that the next trainer (and the test) waits for
+    "run": {"compile": "off"},
 }
 
 
@@ -90,7 +93,9 @@ def test_trainers_size_threads_by_rows_times_weights(monkeypatch, four_cores, ga
     seen = []
     setup = base.setup_threads
     monkeypatch.setattr(base, "setup_threads", lambda *a: seen.append(a) or setup(*a))
-    config = cfg.from_dict({"game": {"name": game}, "run": {"algo": algo}})
+    # run.compile = off: the sizing comes before the compile, and Snake's default run of 2M+
+    # steps would otherwise compile in a background thread the test then waits for
+    config = cfg.from_dict({"game": {"name": game}, "run": {"algo": algo, "compile": "off"}})
     trainer = LEARNERS[algo].trainer(config, warn=lambda *_: None)
     network = trainer.policy if algo == "ppo" else trainer.q_network
     weights = sum(p.numel() for p in network.parameters() if p.ndim > 1)

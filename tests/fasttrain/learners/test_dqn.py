@@ -1,8 +1,6 @@
 """DQN: replay ring, n-step returns, target masking, prioritized sampling, resume, CLI, errors."""
 
 import csv
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from fasttrain import checkpoint
 from fasttrain import config as cfg
 from fasttrain.learners.dqn import ReplayBuffer, Trainer, nstep_returns
 from fasttrain.runner import run
+from tests.cli import cli_in_process
 
 TINY = {
     "run": {"algo": "dqn"},
@@ -304,13 +303,10 @@ def test_resume_equals_straight_run_bit_for_bit(tmp_path):
     assert int(rows[-1]["global_step"]) == 1024 and "losses/td_loss" in rows[0]
 
 
-def cli(*args, timeout=240):
-    return subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def cli(*args):
+    """``fasttrain ARGS`` in this process: these tests read what the command prints and
+    writes, not the process it runs in."""
+    return cli_in_process(*args)
 
 
 def test_cli_run_dqn_writes_the_run_directory_and_plays(tmp_path):

@@ -18,7 +18,7 @@ from fasttrain.bench.training import benchmark_training
 from fasttrain.errors import ConfigError
 from fasttrain.learners.ppo import Trainer
 from fasttrain.runner import run
-from tests.cli import header
+from tests.cli import cli_in_process, header
 
 TINY = {
     "game": {
@@ -75,13 +75,10 @@ def tiny(steps, **extra):
     return cfg.from_dict(cfg.merge(data, extra))
 
 
-def cli(*args, timeout=240):
-    return subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def cli(*args):
+    """``fasttrain ARGS`` in this process: these tests read what the command prints and
+    writes, not the process it runs in."""
+    return cli_in_process(*args)
 
 
 def test_resume_equals_straight_run_bit_for_bit(tmp_path):

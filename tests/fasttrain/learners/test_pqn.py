@@ -27,7 +27,7 @@ from fasttrain.kernels.qlambda import qlambda
 from fasttrain.learners.pqn import Trainer, epsilon_at
 from fasttrain.learners.pqn_config import PQNConfig
 from fasttrain.runner import run
-from tests.cli import ROOT
+from tests.cli import ROOT, cli_in_process
 from tests.fasttrain.test_learners import assert_same
 
 TINY = {
@@ -300,12 +300,7 @@ def test_sigterm_saves_a_checkpoint_that_resumes(tmp_path):
     assert saved > 0 and saved % 128 == 0
     assert int(rows(out)[-1]["global_step"]) == saved
     more = str(saved + 4 * 128)
-    done = subprocess.run(
-        [sys.executable, "-m", "fasttrain.cli", "run", "--resume", str(out), "--steps", more],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = cli_in_process("run", "--resume", out, "--steps", more)  # the signal's run is a process
     assert done.returncode == 0, done.stderr
     steps = [int(r["global_step"]) for r in rows(out)]
     assert steps[-5:] == [saved + k * 128 for k in range(5)] and steps == sorted(set(steps))
