@@ -162,8 +162,10 @@ def test_render_text_shows_the_screen():
     assert lines[12] == "oxygen 200  divers 0  ramp 0"
 
 
-def test_a_checkpoint_from_before_the_scalars_had_names_loads_into_them():
-    """Checkpoints kept Seaquest's 17 scalars as the columns of one array ``game``."""
+def test_a_state_from_before_the_scalars_had_names_is_refused_and_nothing_is_written():
+    """States of development checkpoints kept Seaquest's 17 scalars as the columns of one array
+    ``game``; fasttrain was never released with them, so such a state is refused, naming what
+    it lacks, before any array is written."""
     from fasttrain.kernels import KernelEnv
 
     env = KernelEnv(game.SPEC, 3, "python", game.SPEC.make_params(), seed=1)
@@ -176,6 +178,8 @@ def test_a_checkpoint_from_before_the_scalars_had_names_loads_into_them():
     old = {name: array for name, array in saved.items() if name not in names}
     old["game"] = np.stack([saved[name] for name in names], axis=1)
     fresh = KernelEnv(game.SPEC, 3, "python", game.SPEC.make_params(), seed=2)
-    fresh.load_state_dict(old)
+    before = fresh.state_dict()
+    with pytest.raises(ValueError, match=rf"^state_dict lacks environment arrays '{names[0]}'"):
+        fresh.load_state_dict(old)
     for name, array in fresh.state_dict().items():
-        np.testing.assert_array_equal(array, saved[name], err_msg=name)
+        np.testing.assert_array_equal(array, before[name], err_msg=name)
