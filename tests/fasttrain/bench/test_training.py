@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from fasttrain import config as cfg
+from fasttrain import device as devices
 from fasttrain.bench import training
 from fasttrain.learners import LEARNERS
 
@@ -121,3 +122,11 @@ def test_a_core_that_does_not_fit_the_rollout_is_refused_before_a_trainer_is_bui
             "ppo", "cartpole", core="lstm", sections={"ppo": {"num_steps": 16, "bptt_horizon": 5}}
         )
     assert built == []
+
+
+def test_benchmark_training_reports_split_and_ceiling(monkeypatch):
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # run.compile auto: eager
+    result = training.benchmark_training("ppo", "snake", "cpu", iterations=1, num_envs=16)
+    assert result["sps"] > 0 and result["ceiling_sps"] > 0
+    split = [result[f"time_{k}"] for k in ("env", "forward", "learn", "other")]
+    assert all(0 <= v <= 1 for v in split) and sum(split) == pytest.approx(1.0, abs=1e-6)

@@ -13,8 +13,6 @@ import torch
 
 from fasttrain import checkpoint
 from fasttrain import config as cfg
-from fasttrain import device as devices
-from fasttrain.bench.training import benchmark_training
 from fasttrain.errors import ConfigError
 from fasttrain.learners.ppo import Trainer
 from fasttrain.runner import run
@@ -282,14 +280,6 @@ def test_amp_bf16_and_compile_fallback(monkeypatch):
     assert all(np.isfinite(v) for v in trainer.iterate().values())
     with pytest.raises(cfg.ConfigError, match="bf16"):
         Trainer(tiny(256, run={"amp": "fp16"}))
-
-
-def test_benchmark_training_reports_split_and_ceiling(monkeypatch):
-    monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # run.compile auto: eager
-    result = benchmark_training("ppo", "snake", "cpu", iterations=1, num_envs=16)
-    assert result["sps"] > 0 and result["ceiling_sps"] > 0
-    split = [result[f"time_{k}"] for k in ("env", "forward", "learn", "other")]
-    assert all(0 <= v <= 1 for v in split) and sum(split) == pytest.approx(1.0, abs=1e-6)
 
 
 @pytest.mark.slow
