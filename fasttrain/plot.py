@@ -57,7 +57,7 @@ def read_run(run_dir, label: str | None = None) -> Curves:
     game = "?"
     config = run_dir / "config.toml"
     if config.is_file():
-        from fasttrain.config import tomllib
+        from fasttrain.configread import tomllib
 
         try:
             game = tomllib.loads(config.read_text()).get("game", {}).get("name", "?")

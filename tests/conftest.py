@@ -16,6 +16,30 @@ import fasttrain
 # tests that need real parallelism raise it themselves (see ``parallel_threads``).
 TEST_THREADS = int(os.environ.get("FASTTRAIN_TEST_THREADS", "1"))
 
+# PPO on Snake 6x6 with a 16-wide network, eager: the smallest trainer the learner tests build.
+# What those tests read is set before a compile would start, and the preset's 50M steps would
+# start one in a background thread that the next trainer (and the test) waits for.
+SMALL_SNAKE = {
+    "game": {
+        "snake": {
+            "height": 6,
+            "width": 6,
+            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
+        }
+    },
+    "model": {"hidden": 16},
+    "log": {"progress": False},
+    "run": {"compile": "off"},
+}
+
+
+def small_snake(**extra):
+    """``SMALL_SNAKE`` with ``extra`` (config sections) laid over it, as a resolved Config."""
+    from fasttrain import config as cfg
+
+    return cfg.from_dict(cfg.merge(SMALL_SNAKE, extra))
+
+
 # Head displacement (row, col) per direction, as the snake docstring documents it.
 DELTA = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}
 

@@ -19,13 +19,9 @@ docs/performance.md. The values sit just above the learners' dataclass defaults;
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from fasttrain.configread import tomllib
 
 PRESET_DIR = Path(__file__).parent
 

@@ -16,6 +16,7 @@ from fasttrain import config as cfg
 from fasttrain import device as devices
 from fasttrain.compile import CompiledStep, call_module
 from fasttrain.learners.ppo import Trainer
+from tests.conftest import small_snake as snake
 
 
 def config(mode: str, steps: int = 40 * 128, optimizer: str = "adam") -> cfg.Config:
@@ -213,22 +214,6 @@ def test_a_new_trainer_waits_for_an_earlier_trainers_background_compile(monkeypa
 
 
 # ------------------------------------------------------------------ the compiled update step
-
-SNAKE = {
-    "game": {
-        "snake": {
-            "height": 6,
-            "width": 6,
-            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
-        }
-    },
-    "model": {"hidden": 16},
-    "log": {"progress": False},
-}
-
-
-def snake(**extra):
-    return cfg.from_dict(cfg.merge(SNAKE, extra))
 
 
 def test_compiled_update_equals_eager_update_on_a_fixed_batch():

@@ -11,18 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fasttrain.parts import Boundary, Signals
+from fasttrain.parts import Signals
 from fasttrain.runner import StopSignals, compile_notices, default_out, json_safe
-
-
-def trainer(**fields):
-    ctx = SimpleNamespace(updates=fields.pop("updates", 0))
-    return SimpleNamespace(global_step=0, iteration=0, ctx=ctx, **fields)
-
-
-def boundary(t, losses=None, **fields) -> Boundary:
-    values = dict(now=0.0, last=False, signum=None, row_due=True)
-    return Boundary(t, losses or {}, **{**values, **fields})
+from tests.fasttrain.test_parts import boundary, trainer
 
 
 def test_a_stop_signal_ends_the_run_at_the_boundary_and_a_second_one_at_once():

@@ -9,25 +9,7 @@ from fasttrain import config as cfg
 from fasttrain import device as devices
 from fasttrain.learners import LEARNERS, base
 from fasttrain.learners.ppo import Trainer
-
-SMALL = {
-    "game": {
-        "snake": {
-            "height": 6,
-            "width": 6,
-            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
-        }
-    },
-    "model": {"hidden": 16},
-    "log": {"progress": False},
-    # eager: what these tests read is set before a compile starts, and the preset's 2M+ steps
-    # would start one in a background thread that the next trainer (and the test) waits for
-    "run": {"compile": "off"},
-}
-
-
-def small(**extra):
-    return cfg.from_dict(cfg.merge(SMALL, extra))
+from tests.conftest import small_snake as small
 
 
 def test_amp_auto_sets_the_trainers_autocast(monkeypatch):

@@ -16,6 +16,7 @@ from fasttrain.learners.base import RunContext
 from fasttrain.learners.optim import Optimizers, make_optimizer, set_learning_rate
 from fasttrain.models import make_policy
 from fasttrain.runner import run
+from tests.conftest import small_snake as small
 
 
 def context(masked: bool) -> RunContext:
@@ -91,22 +92,6 @@ def test_a_non_finite_step_changes_nothing_and_is_counted(masked, poison, first)
 
 
 # ------------------------------------------------------------------ optimizers
-
-SMALL = {
-    "game": {
-        "snake": {
-            "height": 6,
-            "width": 6,
-            "ppo": {"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "update_epochs": 1},
-        }
-    },
-    "model": {"hidden": 16},
-    "log": {"progress": False},
-}
-
-
-def small(**extra):
-    return cfg.from_dict(cfg.merge(SMALL, extra))
 
 
 def test_muon_steps_hidden_matrices_and_adam_the_rest():
