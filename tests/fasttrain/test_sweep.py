@@ -22,18 +22,8 @@ from fasttrain import sweepfile
 from fasttrain.cli import main
 from fasttrain.errors import ConfigError
 from tests.cli import ROOT
+from tests.fasttrain.test_sweepfile import invoke, one_line, write
 
-BASE = """
-[run]
-device = "cpu"
-torch_threads = 1
-numba_threads = 1
-[game]
-name = "cartpole"
-[ppo]
-total_timesteps = 4096
-num_envs = 8
-"""
 FINAL_RETURN = """
 [sweep]
 trials = 2
@@ -49,26 +39,9 @@ needs_optuna = pytest.mark.skipif(
 )
 
 
-def write(folder: Path, text: str, name: str = "sweep.toml") -> Path:
-    path = folder / name
-    path.write_text(BASE + text)
-    return path
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, ["sweep", *args])
-
-
 def read_trials(out: Path) -> list[dict]:
     with open(out / "trials.csv", newline="") as f:
         return list(csv.DictReader(f))
-
-
-def one_line(result) -> str:
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 # ------------------------------------------------------------------------------- end to end
