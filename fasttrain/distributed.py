@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 # where this process stands, read without torch (the CLI refuses a bad command before torch)
-from fasttrain.ranks import SINGLE, Ranks, RankStopped, launched  # noqa: F401 - also ours
+from fasttrain.ranks import SINGLE, Ranks, launched
 
 _current = SINGLE
 _owned = False  # this module started the process group (and so may end it)

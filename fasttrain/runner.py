@@ -48,6 +48,7 @@ from fasttrain.parts import (
     TimeLeft,
     check_order,
 )
+from fasttrain.ranks import RankStopped
 from fasttrain.rundir import RunLock, check_writable, write_atomic
 from fasttrain.startup import EXIT_CODES
 
@@ -214,7 +215,7 @@ def agree_or_raise(problem: Exception | None, ranks) -> None:
     if problem is not None:
         raise problem
     if verdict is not None:
-        raise distributed.RankStopped(verdict)
+        raise RankStopped(verdict)
 
 
 def _on_rank_0(ranks, check):

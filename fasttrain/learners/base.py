@@ -18,6 +18,7 @@ from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_devic
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
 from fasttrain.learners.optim import Optimizers, optimizer_step
+from fasttrain.ranks import SINGLE, Ranks
 from fasttrain.vecenv import VecEnv, make
 
 # Below this many multiply-adds per rollout step (rows x weights) one torch and one Numba thread
@@ -100,7 +101,7 @@ class RunContext:
     env: VecEnv
     amp_dtype: torch.dtype | None  # autocast dtype of the update, None for float32
     scaler: torch.amp.GradScaler | None  # fp16 only
-    ranks: distributed.Ranks = distributed.SINGLE  # data-parallel ranks (torchrun)
+    ranks: Ranks = SINGLE  # data-parallel ranks (torchrun)
     masked_steps: bool = False  # undo non-finite steps on the device (always on a GPU)
     comm_s: float = 0.0  # seconds spent in the gradient all-reduce
     updates: int = 0  # optimizer steps asked for

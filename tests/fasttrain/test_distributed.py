@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from fasttrain import checkpoint, distributed
+from fasttrain.ranks import Ranks
 from tests.cli import ROOT, cli_in_process
 
 SETS = [
@@ -116,7 +117,7 @@ def test_dqn_ranks_keep_identical_online_and_target_networks(runs):
 def _episode_stats_worker(rank: int, port: int, results) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
-    ranks = distributed.Ranks(rank=rank, world=2, local_rank=rank, local_world=2)
+    ranks = Ranks(rank=rank, world=2, local_rank=rank, local_world=2)
     mine = [
         {"episodes": 3, "return": 2.0, "length": 10.0, "score": 1.0},
         {"episodes": 1, "return": 6.0, "length": 30.0, "score": 5.0},

@@ -1,6 +1,6 @@
 """Where this process stands, from torchrun's environment variables."""
 
-from fasttrain import distributed, ranks
+from fasttrain import ranks
 
 
 def test_one_process_without_torchrun(monkeypatch):
@@ -16,8 +16,3 @@ def test_torchruns_variables_give_the_ranks(monkeypatch):
     got = ranks.launched()
     assert got == ranks.Ranks(rank=3, world=4, local_rank=1, local_world=4)
     assert got.enabled and not got.main
-
-
-def test_distributed_uses_the_same_objects():
-    assert distributed.launched is ranks.launched and distributed.Ranks is ranks.Ranks
-    assert distributed.RankStopped is ranks.RankStopped and distributed.SINGLE is ranks.SINGLE
