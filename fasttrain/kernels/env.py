@@ -17,6 +17,7 @@ from .backends import get_backend
 from .build import launcher_args, object_fields, object_types
 from .rng import seed_streams
 from .spec import GameSpec
+from .statecheck import check_state
 
 # Per-env episode sums (dtype), reduced to means and cleared by ``stats()``.
 _STAT_SUMS = {
@@ -251,6 +252,8 @@ class KernelEnv:
         need = buffer_nbytes(spec, params, num_envs)
         check_memory(need, f"{num_envs:,} {spec.name} envs", self.xp)
         self.arrays = allocate(spec, params, self.num_envs, self.xp)
+        # the streams start seeded: an rng word of 0 is xorshift's fixed point (draws 0 forever)
+        self.arrays["rng"][...] = self.xp.asarray(seed_streams(self.seed, self.num_envs))
         self.launchers = self.backend.compile(spec)
         # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
         # default stream, which torch and CuPy also use unless told otherwise); fasttrain.VecEnv
@@ -413,7 +416,9 @@ class KernelEnv:
         return {name: np.array(self.backend.to_host(a)) for name, a in self.arrays.items()}
 
     def load_state_dict(self, arrays: dict) -> None:
-        """Copy ``state_dict()`` output back in; every array is checked before any is written."""
+        """Copy ``state_dict()`` output back in; every array is checked before any is written:
+        its shape, its dtype and its values (``StateError`` names the first value the game could
+        not have produced, see ``statecheck.py``)."""
         if not isinstance(arrays, dict):
             raise TypeError(
                 f"expected a dict of arrays from state_dict(), got {type(arrays).__name__}"
@@ -433,6 +438,9 @@ class KernelEnv:
                 raise ValueError(
                     f"environment array {name!r} has dtype {dtype}, this env uses {mine.dtype}"
                 )
+        # values too: no kernel may see one its game cannot produce (statecheck.py)
+        host = {name: np.asarray(value) for name, value in arrays.items()}
+        check_state(self.spec, self.params, host, self.num_actions)
         with self.backend.on_stream(self.stream):
             for name, value in arrays.items():
                 self.arrays[name][...] = self.xp.asarray(value)

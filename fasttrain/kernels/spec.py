@@ -101,12 +101,26 @@ def _object_attributes(fn) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Field:
-    """One state array: ``shape(params)`` is the per-environment shape (``()`` for a scalar)."""
+    """One state array: ``shape(params)`` is the per-environment shape (``()`` for a scalar).
+
+    ``low`` and ``high`` bound every value the game can put in it (inclusive; a number or a
+    function of the params; ``None``: no bound beyond the dtype's). ``load_state_dict`` refuses
+    state from a file with a value outside them, so an index field must declare the range that
+    keeps every array access in bounds. Float fields must also be finite.
+    """
 
     name: str
     shape: Callable[[object], tuple[int, ...]]
     dtype: type
     doc: str = ""
+    low: float | Callable[[object], float] | None = None
+    high: float | Callable[[object], float] | None = None
+
+    def bounds(self, params) -> tuple[float | None, float | None]:
+        """``(low, high)`` for ``params`` (``None`` where unbounded)."""
+        low = self.low(params) if callable(self.low) else self.low
+        high = self.high(params) if callable(self.high) else self.high
+        return low, high
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,11 @@ class GameSpec:
     it); 0: numbers"""
     choices: dict = dataclasses.field(default_factory=dict, hash=False)
     """str params: name -> the tuple of valid values; kernels receive the value's index"""
+    check_state: Callable | None = None
+    """``check_state(state, params) -> str | None``: the invariants between state arrays that the
+    fields' ``low``/``high`` cannot say (a body that matches its grid ...), over host arrays
+    with a leading environment axis, vectorised; returns what is wrong in the first bad
+    environment (``"env 3: ..."``) or ``None``. ``load_state_dict`` calls it after the bounds."""
     module: object = None
 
     def __post_init__(self):

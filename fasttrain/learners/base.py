@@ -17,6 +17,7 @@ from fasttrain.compile import wait_for_background_compiles
 from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
+from fasttrain.kernels.statecheck import StateError
 from fasttrain.learners.optim import Optimizers, optimizer_step
 from fasttrain.ranks import SINGLE, Ranks
 from fasttrain.vecenv import VecEnv, make
@@ -305,6 +306,8 @@ class TrainerBase:
         """Restore ``base_state`` fields; call ``check_state`` and learner checks first."""
         try:
             self.env.load_state_dict(state["env"])
+        except StateError as exc:  # a value the game cannot produce: a damaged or crafted file
+            raise ConfigError(f"checkpoint refused: {exc}") from None
         except ValueError as exc:
             raise ConfigError(f"checkpoint does not fit this run: {exc}") from None
         try:
