@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numba
 import numpy as np
@@ -132,6 +133,17 @@ def pytest_configure(config):
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) >= count:
         os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``posix`` (another process's SIGINT / SIGTERM, fork, FIFOs, symlinks, /proc)
+    are skipped on Windows, where those do not exist or need privileges (docs/platforms.md)."""
+    if sys.platform != "win32":
+        return
+    skip = pytest.mark.skip(reason="needs POSIX: signals, fork, FIFOs, symlinks or /proc")
+    for item in items:
+        if "posix" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)
