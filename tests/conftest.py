@@ -136,14 +136,17 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``posix`` (another process's SIGINT / SIGTERM, fork, FIFOs, symlinks, /proc)
-    are skipped on Windows, where those do not exist or need privileges (docs/platforms.md)."""
-    if sys.platform != "win32":
-        return
-    skip = pytest.mark.skip(reason="needs POSIX: signals, fork, FIFOs, symlinks or /proc")
+    """Tests marked ``posix`` (another process's SIGINT / SIGTERM / SIGKILL, fork, FIFOs,
+    symlinks) are skipped on Windows, where those do not exist or need privileges; tests marked
+    ``linux`` (/proc) everywhere but Linux (docs/platforms.md)."""
+    skips = {
+        "posix": (sys.platform == "win32", "needs POSIX: signals, fork, FIFOs or symlinks"),
+        "linux": (sys.platform != "linux", "needs Linux: /proc"),
+    }
     for item in items:
-        if "posix" in item.keywords:
-            item.add_marker(skip)
+        for marker, (skip, reason) in skips.items():
+            if skip and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session", autouse=True)

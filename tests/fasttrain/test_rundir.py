@@ -159,6 +159,7 @@ def as_unprivileged(check) -> str:
     return text
 
 
+@pytest.mark.posix  # permission bits and fork
 def test_check_writable_refuses_a_folder_without_write_permission():
     """Run in every environment: as root (CI's machines) in a child that drops privileges."""
     root = Path(tempfile.mkdtemp(prefix="fasttrain-perm-"))  # pytest's own is root's alone
@@ -341,6 +342,7 @@ def test_a_run_without_fcntl_o_nofollow_or_pwrite_locks_writes_and_saves(tmp_pat
     ]
 
 
+@pytest.mark.posix
 def test_without_o_nofollow_a_link_is_found_after_the_open_and_its_target_kept(
     tmp_path, monkeypatch
 ):
