@@ -89,7 +89,7 @@ def trim_metrics(path: Path, global_step: int) -> list[str] | None:
     short (a full disk or a kill mid-write); returns the header (None: no file, or empty)."""
     if not check_regular(path, "read"):
         return None
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")  # as open_text writes it, on Windows too
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
     rows = list(csv.reader(io.StringIO(complete)))
     if not rows:

@@ -60,7 +60,8 @@ def read_run(run_dir, label: str | None = None) -> Curves:
         from fasttrain.configread import tomllib
 
         try:
-            game = tomllib.loads(config.read_text()).get("game", {}).get("name", "?")
+            text = config.read_text(encoding="utf-8")
+            game = tomllib.loads(text).get("game", {}).get("name", "?")
         except (tomllib.TOMLDecodeError, UnicodeDecodeError):
             pass
     return Curves(label or run_dir.resolve().name, game, columns)

@@ -5,20 +5,34 @@ Every file fasttrain writes (config.toml, checkpoint.pt, summary.json, bench JSO
 through ``write_atomic``: a temp file ``.{name}.{pid}.tmp`` beside the target, fsynced, then
 ``os.replace``d onto it, so a reader or a crash sees the old file or the new one, never half of
 one. A kill between the two leaves the temp file behind; ``clean_stale_temps`` removes those.
+
+Portable: nothing here needs POSIX at import time. Where ``os.O_NOFOLLOW`` is missing (Windows)
+an ``lstat`` after the open tells a planted link from the file; the lock is ``flock`` where
+``fcntl`` exists and a byte-range lock of ``msvcrt`` on Windows; a folder is fsynced where the OS
+can open one (not Windows, whose journal orders the rename). docs/platforms.md says what differs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import re
 import stat
+import sys
 import time
 from pathlib import Path
 
 from fasttrain.errors import RunError, reason
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+try:
+    import msvcrt
+except ImportError:  # POSIX
+    msvcrt = None
 
 __all__ = [
     "RunError",
@@ -33,6 +47,11 @@ __all__ = [
 LOCK_NAME = ".lock"
 # the temp names write_atomic makes: .{name}.{pid}.tmp
 TEMP_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
+# O_NOFOLLOW: Linux and macOS refuse a symlink at open; where it is missing, ``open_regular``
+# compares the open file with an lstat of the name. O_BINARY: Windows' os.open defaults to text
+# mode, where os.write turns every \n byte of a checkpoint into \r\n.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+BINARY = getattr(os, "O_BINARY", 0)
 
 
 def temp_path(path: Path) -> Path:
@@ -86,7 +105,8 @@ def check_output_file(path) -> Path:
 
 def _create_temp(tmp: Path) -> int:
     """Open a new temp file at ``tmp``: never an existing file or a symlink planted there."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    # O_CREAT | O_EXCL never opens an existing name, a symlink (dangling or not) included
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | BINARY
     try:
         return os.open(tmp, flags, 0o666)
     except FileExistsError:  # a killed writer's temp (same PID) or something planted there
@@ -126,19 +146,42 @@ def write_atomic(path, data, what: str | None = None) -> None:
     fsync_folder(path.parent)
 
 
+def open_regular(path, flags: int, verb: str = "write") -> int:
+    """``os.open(path, flags)`` (binary, created 0o666 if new) for a regular file, never
+    through a symlink nor onto a device or FIFO, even one swapped in after ``check_regular``;
+    RunError in one line otherwise. Truncate after it, never with O_TRUNC: without O_NOFOLLOW
+    the file is known to be the named one only once it is open."""
+    fd = os.open(path, flags | NOFOLLOW | BINARY, 0o666)
+    opened = os.fstat(fd)
+    same = stat.S_ISREG(opened.st_mode)
+    if same and not NOFOLLOW:  # the open may have followed a link: is the name this file?
+        try:
+            named = os.lstat(path)
+            same = stat.S_ISREG(named.st_mode) and os.path.samestat(opened, named)
+        except OSError:
+            same = False
+    if not same:
+        os.close(fd)
+        raise RunError(f"cannot {verb} {path}: not a regular file")
+    return fd
+
+
 def open_text(path, append: bool):
     """``path`` opened for text writing (appending, or truncated), never through a symlink
     nor onto a device or FIFO; RunError in one line otherwise."""
     check_regular(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
     try:
-        fd = os.open(path, flags, 0o666)
+        fd = open_regular(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0))
     except OSError as exc:
         raise RunError(f"{reason(exc)} opening {path}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in after the check
-        os.close(fd)
-        raise RunError(f"cannot write {path}: not a regular file")
-    return os.fdopen(fd, "a" if append else "w", newline="")
+    if not append:
+        try:
+            os.ftruncate(fd, 0)
+        except OSError as exc:
+            os.close(fd)
+            raise RunError(f"{reason(exc)} opening {path}") from None
+    # UTF-8 everywhere, as write_atomic encodes (Windows' default would be its code page)
+    return os.fdopen(fd, "a" if append else "w", encoding="utf-8", newline="")
 
 
 # Tests only: FASTTRAIN_TEST_PAUSE_BEFORE_RENAME=NAME:K holds the K-th write of a file named
@@ -158,6 +201,8 @@ def _pause_for_tests(path: Path) -> None:
 
 def fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable; where folders cannot be fsynced, rely on the OS."""
+    if sys.platform == "win32":  # a folder cannot be opened as a file there; NTFS journals renames
+        return
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -170,6 +215,8 @@ def pid_alive(pid: int) -> bool:
     """Whether a process with this PID exists (in this PID namespace)."""
     if pid <= 0:  # 0 and negatives address process groups in os.kill, never one writer
         return False
+    if sys.platform == "win32":  # there os.kill(pid, 0) would terminate the process
+        return _windows_pid_alive(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -179,6 +226,29 @@ def pid_alive(pid: int) -> bool:
     except (OverflowError, OSError):
         return False
     return True
+
+
+def _windows_pid_alive(pid: int) -> bool:
+    """``pid_alive`` on Windows: the process opens and has no exit code yet."""
+    import ctypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.OpenProcess.restype = ctypes.c_void_p
+    kernel32.GetExitCodeProcess.argtypes = (ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulong))
+    kernel32.CloseHandle.argtypes = (ctypes.c_void_p,)
+    query, still_active, access_denied = 0x1000, 259, 5  # LIMITED_INFORMATION, STILL_ACTIVE
+    if pid > 0xFFFFFFFF:
+        return False
+    handle = kernel32.OpenProcess(query, False, pid)
+    if not handle:  # no such process, or one of another user's that we may not query
+        return ctypes.get_last_error() == access_denied
+    try:
+        code = ctypes.c_ulong()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return True
+        return code.value == still_active
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def clean_stale_temps(folder, held: bool = False) -> list[Path]:
@@ -222,18 +292,54 @@ def check_writable(folder) -> None:
         raise RunError(f"cannot create run directory {folder}: {existing} is a file")
     if not os.access(existing, os.W_OK | os.X_OK):
         problem = errno.EACCES
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, AttributeError):  # no statvfs on Windows
             if os.statvfs(existing).f_flag & os.ST_RDONLY:
                 problem = errno.EROFS
         text = reason(OSError(problem, ""))
         raise RunError(f"run directory {folder} is not writable ({existing}: {text})")
 
 
+# msvcrt locks a byte range, and no other process may read a locked range: lock one byte past
+# the PID the holder writes at the start, so a refused run can still name the holder
+LOCK_BYTE = 64
+
+
+def try_lock(fd: int) -> bool:
+    """Take an exclusive lock on the open file ``fd`` without waiting: True if taken, False if
+    another open file holds it. The OS drops it when the file is closed or its process dies."""
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return False
+            raise
+        return True
+    if msvcrt is not None:
+        os.lseek(fd, LOCK_BYTE, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EDEADLK):  # what _locking sets when it is held
+                return False
+            raise
+        return True
+    raise OSError(errno.ENOSYS, "no file locks on this platform (neither fcntl nor msvcrt)")
+
+
+def unlock(fd: int) -> None:
+    """Drop ``try_lock``'s lock now (closing the file drops it too; Windows may take a while)."""
+    if fcntl is None and msvcrt is not None:
+        with contextlib.suppress(OSError):
+            os.lseek(fd, LOCK_BYTE, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
 class RunLock:
     """An exclusive lock on ``folder/.lock`` naming its holder's PID, held for a run's life.
 
-    ``flock`` belongs to the open file, so the kernel drops it when the holder exits or is
-    killed: a lock file left by a dead process is simply taken over. Taking the lock also
+    The lock (``try_lock``) belongs to the open file, so the OS drops it when the holder exits
+    or is killed: a lock file left by a dead process is simply taken over. Taking the lock also
     removes every temp file a killed writer left in the folder. Use as a context manager.
     """
 
@@ -249,27 +355,26 @@ class RunLock:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             check_regular(self.path, "lock with")
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, "lock with")
         except OSError as exc:
             raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in after the check
-            os.close(fd)
-            raise RunError(f"cannot lock with {self.path}: not a regular file")
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            taken = try_lock(fd)
         except OSError as exc:
+            os.close(fd)
+            raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
+        if not taken:
             holder = self._holder(fd)
             os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
             who = f"process {holder}" if holder else "another process"
             raise RunError(
                 f"run directory {self.folder} is in use by {who}; "
                 "wait for it or choose another --out"
-            ) from None
+            )
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.lseek(fd, 0, os.SEEK_SET)  # seek and write, not os.pwrite (POSIX only)
+            os.write(fd, f"{os.getpid()}\n".encode())
         except OSError as exc:
             os.close(fd)
             raise RunError(f"{reason(exc)} locking run directory {self.folder}") from None
@@ -285,7 +390,8 @@ class RunLock:
     def _holder(fd: int) -> int | None:
         """The PID written in the lock file, or None (unreadable, or not yet written)."""
         try:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.lseek(fd, 0, os.SEEK_SET)  # seek and read, not os.pread (POSIX only)
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
         except OSError:
             return None
         return int(text) if text.isdigit() else None
@@ -296,7 +402,8 @@ class RunLock:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self.fd, 0)
-        os.close(self.fd)  # closing the file releases the flock
+        unlock(self.fd)
+        os.close(self.fd)  # closing the file releases the lock
         self.fd = None
 
     def __enter__(self) -> RunLock:

@@ -17,6 +17,8 @@ import sys
 import threading
 
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+if hasattr(signal, "SIGBREAK"):  # Windows: Ctrl+Break, the stop another process can send there
+    EXIT_CODES[signal.SIGBREAK] = 128 + signal.SIGBREAK
 _previous: dict = {}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numba
 import numpy as np
@@ -132,6 +133,20 @@ def pytest_configure(config):
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) >= count:
         os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``posix`` (another process's SIGINT / SIGTERM / SIGKILL, fork, FIFOs,
+    symlinks) are skipped on Windows, where those do not exist or need privileges; tests marked
+    ``linux`` (/proc) everywhere but Linux (docs/platforms.md)."""
+    skips = {
+        "posix": (sys.platform == "win32", "needs POSIX: signals, fork, FIFOs or symlinks"),
+        "linux": (sys.platform != "linux", "needs Linux: /proc"),
+    }
+    for item in items:
+        for marker, (skip, reason) in skips.items():
+            if skip and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -62,6 +62,7 @@ def test_check_value_types_by_the_default():
             check_value("x", default, value, ("a", "b") if default == "a" else None)
 
 
+@pytest.mark.posix
 def test_a_file_that_is_no_config_is_refused_before_it_is_read(tmp_path):
     fifo = tmp_path / "fifo.toml"
     os.mkfifo(fifo)

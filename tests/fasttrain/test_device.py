@@ -49,6 +49,7 @@ def test_amp_auto_on_gpus_by_compute_capability(monkeypatch, major, expected):
     assert resolve_amp("fp16", gpu) == "fp16"
 
 
+@pytest.mark.linux
 def test_cpu_flags_reads_this_machine():
     flags = device.cpu_flags()
     with open("/proc/cpuinfo") as f:
@@ -95,6 +96,7 @@ def test_compile_auto_compiles_only_long_feed_forward_ppo_runs_on_a_cpu(
         assert devices.resolve_compile(mode, *args) == mode
 
 
+@pytest.mark.posix  # a shell script as the compiler
 def test_cpp_compiler_follows_cxx(monkeypatch, tmp_path):
     fake = tmp_path / "my-c++"
     fake.write_text("#!/bin/sh\n")

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from fasttrain import checkpoint, games
+from fasttrain import checkpoint, games, rundir
 from fasttrain import config as cfg
 from fasttrain.errors import ConfigError
 from fasttrain.models import make_policy
 from fasttrain.rundir import RunError, RunLock, check_writable, clean_stale_temps, write_atomic
+from tests.cli import finish, one_line, start
 
 
 def files(folder) -> dict:
@@ -158,6 +159,7 @@ def as_unprivileged(check) -> str:
     return text
 
 
+@pytest.mark.posix  # permission bits and fork
 def test_check_writable_refuses_a_folder_without_write_permission():
     """Run in every environment: as root (CI's machines) in a child that drops privileges."""
     root = Path(tempfile.mkdtemp(prefix="fasttrain-perm-"))  # pytest's own is root's alone
@@ -207,6 +209,8 @@ def test_clean_stale_temps_removes_only_temps_of_dead_writers(tmp_path):
         removed = clean_stale_temps(tmp_path)
         assert sorted(p.name for p in removed) == sorted(n for n, stale in names.items() if stale)
         assert sorted(files(tmp_path)) == sorted(n for n, stale in names.items() if not stale)
+        with pytest.raises(subprocess.TimeoutExpired):  # asked, not killed (os.kill on Windows)
+            sleeper.wait(timeout=0.2)
         clean_stale_temps(tmp_path, held=True)  # the lock holder owns every temp
         assert sorted(files(tmp_path)) == [".hidden", "checkpoint.pt", "notes.tmp"]
     finally:
@@ -256,6 +260,115 @@ def test_run_lock_names_the_live_holder_and_is_taken_over_after_it_dies(tmp_path
     assert not lock.held
     with RunLock(run_dir):  # released on exit
         pass
+
+
+# ------------------------------------------------------------------------------- without POSIX
+
+# Run before the rest of fasttrain is imported: what rundir could take from POSIX is made
+# unavailable, as on Windows (fcntl, os.O_NOFOLLOW, os.pwrite, os.pread), and Windows'
+# msvcrt.locking is played by POSIX record locks of the same byte range, refused with the errno
+# Windows' _locking sets.
+WITHOUT_POSIX = """
+import errno, fcntl, os, sys
+
+class msvcrt:
+    LK_UNLCK, LK_NBLCK = 0, 2
+
+    @staticmethod
+    def locking(fd, mode, nbytes):
+        start = os.lseek(fd, 0, os.SEEK_CUR)
+        op = fcntl.LOCK_UN if mode == msvcrt.LK_UNLCK else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.lockf(fd, op, nbytes, start)
+        except OSError:
+            raise OSError(errno.EACCES, "Permission denied") from None
+
+sys.modules["fcntl"] = None  # import fcntl raises ImportError
+for name in ("O_NOFOLLOW", "pwrite", "pread"):
+    delattr(os, name)
+from fasttrain import rundir
+rundir.msvcrt = msvcrt  # not in sys.modules: there it would make subprocess think it is on Windows
+"""
+# `fasttrain ARGS` without POSIX; at exit it says which lock and open flags rundir used
+RUN_WITHOUT_POSIX = (
+    WITHOUT_POSIX
+    + """
+import atexit, runpy
+def report():
+    from fasttrain import rundir
+    print(f"fcntl={rundir.fcntl} msvcrt={rundir.msvcrt.__name__} nofollow={rundir.NOFOLLOW}")
+atexit.register(report)
+sys.argv = ["fasttrain", *sys.argv[1:]]
+runpy.run_module("fasttrain.cli", run_name="__main__", alter_sys=True)
+"""
+)
+HOLD_FOR_A_MINUTE = """
+import time
+from fasttrain.rundir import RunLock
+RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+TINY_RUN = [
+    *("--steps", 256, "--set", "game.snake.height=6", "--set", "game.snake.width=6"),
+    *("--set", "game.snake.ppo.num_envs=16", "--set", "game.snake.ppo.num_steps=8"),
+    *("--set", "model.hidden=16", "--set", "log.progress=false", "--set", "log.curves=false"),
+    *("--set", "run.compile=off", "--set", "run.torch_threads=1", "--set", "run.numba_threads=1"),
+]
+
+
+@pytest.mark.posix  # fcntl plays msvcrt here
+def test_a_run_without_fcntl_o_nofollow_or_pwrite_locks_writes_and_saves(tmp_path):
+    """The main path as on Windows: a run is refused while another process holds the lock,
+    then trains and saves once it is gone."""
+    out = tmp_path / "run"
+    holder = start("-c", WITHOUT_POSIX + HOLD_FOR_A_MINUTE, out)
+    try:
+        assert holder.stdout.readline() == "held\n", finish(holder).stderr
+        refused = finish(start("-c", RUN_WITHOUT_POSIX, "run", "--out", out, *TINY_RUN))
+        assert one_line(refused) == (
+            f"Error: run directory {out} is in use by process {holder.pid}; "
+            "wait for it or choose another --out"
+        )
+        assert files(out) == {".lock": f"{holder.pid}\n".encode()}  # nothing else written
+    finally:
+        holder.kill()  # no cleanup: the lock file still names the dead holder
+        holder.wait()
+    result = finish(start("-c", RUN_WITHOUT_POSIX, "run", "--out", out, *TINY_RUN))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "fcntl=None msvcrt=msvcrt nofollow=0" in result.stdout
+    assert checkpoint.load(out)["global_step"] == 256
+    assert files(out)[".lock"] == b""  # released
+    assert sorted(files(out)) == [".lock", "checkpoint.pt", "config.toml", "metrics.csv"] + [
+        "summary.json"
+    ]
+
+
+@pytest.mark.posix
+def test_without_o_nofollow_a_link_is_found_after_the_open_and_its_target_kept(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(rundir, "NOFOLLOW", 0)
+    target = tmp_path / "precious"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "metrics.csv"
+    link.symlink_to(target)  # swapped in after check_regular looked: the open follows it
+    for flags in (os.O_WRONLY | os.O_CREAT, os.O_RDWR | os.O_CREAT):
+        with pytest.raises(RunError) as info:
+            rundir.open_regular(link, flags)
+        assert str(info.value) == f"cannot write {link}: not a regular file"
+    # a link planted at the temp name is removed, not followed (O_EXCL needs no O_NOFOLLOW)
+    rundir.temp_path(tmp_path / "summary.json").symlink_to(target)
+    write_atomic(tmp_path / "summary.json", "{}")
+    link.unlink()
+    (tmp_path / "metrics.csv").write_text("old,rows\n")
+    with rundir.open_text(tmp_path / "metrics.csv", append=False) as f:
+        f.write("new\n")  # truncated after the open, not by O_TRUNC
+    assert files(tmp_path) == {
+        "metrics.csv": b"new\n",
+        "precious": b"keep me",
+        "summary.json": b"{}",
+    }
 
 
 # ------------------------------------------------------------------------------- checkpoints

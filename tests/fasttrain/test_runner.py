@@ -4,7 +4,6 @@ compile notices. Whole runs are tested with their learners and in tests/integrat
 from __future__ import annotations
 
 import math
-import os
 import signal
 import time
 from types import SimpleNamespace
@@ -21,11 +20,11 @@ def test_a_stop_signal_ends_the_run_at_the_boundary_and_a_second_one_at_once():
     t = trainer()
     with StopSignals() as stop:
         assert signals.after_iteration(boundary(t, signum=None)) is False
-        os.kill(os.getpid(), signal.SIGTERM)  # handled: noted for the next boundary
+        signal.raise_signal(signal.SIGTERM)  # handled: noted for the next boundary
         assert stop.signum == signal.SIGTERM
         assert signals.after_iteration(boundary(t, signum=stop.signum)) is True
         with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)  # asked twice: the iteration in flight ends
+            signal.raise_signal(signal.SIGINT)  # asked twice: the iteration in flight ends
         assert stop.signum == signal.SIGINT  # the second one names the exit code
     assert signal.getsignal(signal.SIGTERM) is not stop._handle  # handlers given back
 

@@ -30,3 +30,13 @@ def test_exit_now_says_interrupted_and_exits_128_plus_the_signal(signum, code, m
     startup.exit_now(signum, None)
     assert exits == [code]
     assert capsys.readouterr().err == "interrupted\n"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGBREAK"), reason="Windows only: Ctrl-Break")
+def test_ctrl_break_exits_149_on_windows(monkeypatch, capsys):
+    """Windows sends no SIGTERM to another process: Ctrl-Break is its stop (docs/platforms.md)."""
+    assert startup.EXIT_CODES[signal.SIGBREAK] == 149
+    exits = []
+    monkeypatch.setattr(startup.os, "_exit", exits.append)
+    startup.exit_now(signal.SIGBREAK, None)
+    assert exits == [149]

@@ -70,7 +70,8 @@ SIGNALLED = {
     for k in range(3)
     for signum in (signal.SIGINT, signal.SIGTERM)
 }
-KILLED = {"SIGKILL": (signal.SIGKILL, round(RNG.uniform(0, 1.5), 2))}
+# Windows has no SIGKILL (the tests that send it are marked posix)
+KILLED = {"SIGKILL": (getattr(signal, "SIGKILL", 9), round(RNG.uniform(0, 1.5), 2))}
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 TIMED = ("time_s", "sps")  # metrics.csv columns that depend on the clock, with time/*
 
@@ -281,6 +282,7 @@ def stopped(tmp_path_factory):
 
 
 @pytest.mark.parametrize("case", SIGNALLED, ids=[f"{k}-{v[1]}s" for k, v in SIGNALLED.items()])
+@pytest.mark.posix
 def test_a_signal_saves_at_an_iteration_boundary_and_exits_128_plus_its_number(case, stopped):
     signum, _ = SIGNALLED[case]
     got = stopped[case]
@@ -296,6 +298,7 @@ def test_a_signal_saves_at_an_iteration_boundary_and_exits_128_plus_its_number(c
     assert got["temps"] == []
 
 
+@pytest.mark.posix
 def test_kill_9_leaves_a_whole_checkpoint(stopped):
     got = stopped["SIGKILL"]
     assert got["stopped"].returncode == -signal.SIGKILL
@@ -305,6 +308,7 @@ def test_kill_9_leaves_a_whole_checkpoint(stopped):
     assert got["last_row"] >= got["step"]  # rows past the checkpoint, for the resume to drop
 
 
+@pytest.mark.posix
 @pytest.mark.parametrize("case", [*SIGNALLED, *KILLED])
 def test_the_resume_of_a_stopped_run_equals_a_straight_run_bit_for_bit(case, stopped):
     got = stopped[case]
@@ -356,6 +360,7 @@ def stopped_twice(tmp_path_factory):
     ],
     ids=["SIGINT", "SIGTERM"],
 )
+@pytest.mark.posix
 def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(signum, stopped_twice):
     out, before, result = stopped_twice[signum]
     assert "Traceback" not in result.stderr and not result.stderr.strip(), result.stderr
@@ -371,6 +376,7 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(signum, sto
 # ------------------------------------------------------------------------------- 2. live run
 
 
+@pytest.mark.posix
 def test_a_live_run_directory_is_refused_naming_its_pid(tmp_path):
     out = tmp_path / "live"
     live = start_cli("run", "--steps", ITERATION * 100_000, "--out", out, *sets())
@@ -413,6 +419,7 @@ def tiny(steps: int, **run_settings):
     return cfg.from_dict(cfg.merge(data, {"game": {"snake": {"ppo": {"total_timesteps": steps}}}}))
 
 
+@pytest.mark.linux
 def test_enospc_while_saving_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
     """In-process: each write to a checkpoint temp file lands half, then ENOSPC."""
     out = tmp_path / "run"
@@ -691,6 +698,7 @@ START_UP_MOMENTS = [
 ]
 
 
+@pytest.mark.posix
 def test_ctrl_c_during_start_up_exits_130_in_one_line(tmp_path):
     """Real SIGINTs (and a SIGTERM) at random moments 0.3-1 s after the start, before
     metrics.csv exists."""

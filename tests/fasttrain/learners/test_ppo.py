@@ -235,6 +235,7 @@ def test_checkpoint_from_another_device_or_env_is_refused_before_any_change(tmp_
         assert torch.equal(value, before[key]), key
 
 
+@pytest.mark.posix
 def test_ctrl_c_saves_a_checkpoint(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(

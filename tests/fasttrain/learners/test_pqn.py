@@ -277,6 +277,7 @@ def test_cli_run_then_greedy_eval_and_play(tmp_path):
     assert played.exit_code == 0, played.output
 
 
+@pytest.mark.posix
 def test_sigterm_saves_a_checkpoint_that_resumes(tmp_path):
     out = tmp_path / "run"
     sets = ["game.snake.height=6", "game.snake.width=6", "model.hidden=32", "log.progress=false"]
