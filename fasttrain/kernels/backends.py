@@ -243,6 +243,7 @@ def compile_error(spec: GameSpec, exc: BaseException) -> GameCompileError:
     text = _ANSI.sub("", str(exc))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = next((line for line in lines if not line.startswith(_NOISE)), type(exc).__name__)
+    first = first[:200].rstrip(":")  # "No implementation of function ... found for signature:"
     places = [(m[1] or m[3], int(m[2] or m[4])) for m in _PLACES.finditer(text)]
     loc = getattr(exc, "loc", None)
     if getattr(loc, "filename", None) and getattr(loc, "line", None):
@@ -255,7 +256,7 @@ def compile_error(spec: GameSpec, exc: BaseException) -> GameCompileError:
     else:
         rule = "uses what Numba cannot compile in a game function"
     return GameCompileError(
-        f"game {spec.name!r}: {where or 'one of its functions'} {rule}: {first[:200]}"
+        f"game {spec.name!r}: {where or 'one of its functions'} {rule}: {first}"
     )
 
 
