@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from fasttrain.kernels.spec import GameSpec
+from fasttrain.kernels.spec import GameSpec, check_game_name
 
 _BUILTIN = {
     "arena": "fasttrain.games.arena",
@@ -23,6 +23,7 @@ def register(spec: GameSpec, overwrite: bool = False) -> GameSpec:
     """Add a game so ``fasttrain.make(spec.name, ...)`` finds it."""
     if not isinstance(spec, GameSpec):
         raise TypeError(f"register() takes a GameSpec, got {type(spec).__name__}")
+    check_game_name(spec.name)  # again: a spec changed after creation must not name files
     if not overwrite and (spec.name in _BUILTIN or spec.name in _REGISTRY):
         existing = get(spec.name)
         if existing is not spec:

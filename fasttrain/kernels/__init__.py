@@ -1,6 +1,10 @@
 """fasttrain.kernels: backends, allocation, RNG, launch builders, learner kernels, checkers.
 
 Never imports torch: any DLPack consumer (NumPy, CuPy, JAX, torch) can use these arrays.
+
+``FASTTRAIN_CHECKED_KERNELS=1`` in the environment compiles the cpu backend's games with Numba's
+bounds checks: an index outside an array raises ``backends.OutOfBoundsError`` naming the game
+instead of touching memory the arrays do not own (for tests and fuzzing; see ``backends``).
 """
 
 import os

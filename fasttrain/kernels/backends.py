@@ -4,11 +4,22 @@
 ``numba.njit`` and launches one ``prange`` over environments, ``cuda`` (see ``cuda.py``) compiles
 them with numba-cuda, one thread per environment. Each backend compiles a game once per process.
 ``cuda.py`` is imported only when the cuda backend is asked for; it never imports this module.
+
+Checked kernels: with ``FASTTRAIN_CHECKED_KERNELS=1`` in the environment, the ``cpu`` backend
+compiles a game's functions and launchers with Numba's ``boundscheck=True``, so that an index
+outside an array raises ``OutOfBoundsError`` (naming the game) instead of reading or writing
+memory it does not own: for tests and fuzzing. Its launchers step the environments one after
+another (in a parallel loop Numba loses an error raised on a worker thread) and have their own
+cached files (the options are part of the launcher file's name; Numba's cache key does not
+include ``boundscheck``). ``0`` or unset: unchecked and parallel, the normal speed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import os
+import re
 
 import numpy as np
 
@@ -16,9 +27,30 @@ from . import internals
 from .build import Launchers, game_functions, load_launchers
 from .compiling import compile_now
 from .device import cuda_problem, simulator
-from .spec import GameSpec
+from .spec import GameSpec, call_graph
 
 BACKENDS = ("python", "cpu", "cuda")
+CHECKED_KERNELS = "FASTTRAIN_CHECKED_KERNELS"
+
+
+def checked_kernels() -> bool:
+    """True when ``FASTTRAIN_CHECKED_KERNELS=1``: compile bounds-checked cpu kernels."""
+    value = os.environ.get(CHECKED_KERNELS, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"{CHECKED_KERNELS}={value!r} is not valid: 1 (bounds-checked kernels) or 0 / unset"
+        )
+    return value == "1"
+
+
+class OutOfBoundsError(RuntimeError):
+    """A bounds-checked kernel (``FASTTRAIN_CHECKED_KERNELS=1``) indexed outside an array:
+    unchecked, it would have read or written memory the arrays do not own."""
+
+
+class GameCompileError(ValueError):
+    """Numba could not compile a game's function; one line naming the rule, the function and
+    its line, Numba's own error chained to it (``__cause__``)."""
 
 
 class PythonBackend:
@@ -129,30 +161,117 @@ class CPUBackend(PythonBackend):
         internals.name("numba.core.cpu.CPUTargetOptions._nrt"): False,
     }
 
+    def options(self, checked: bool) -> tuple[dict, dict]:
+        """Numba options of the game's functions and of the launchers; ``checked`` adds
+        ``boundscheck=True`` (and so changes the tag that names the launcher file: Numba's
+        cache key does not include the option, the file name does)."""
+        if not checked:
+            return self.GAME_OPTIONS, self.LAUNCH_OPTIONS
+        # serial: inside a parallel loop, a bounds error raised on a worker thread is lost
+        # (Numba sets it in that thread's state; the launcher returns as if nothing happened)
+        launch = {**self.LAUNCH_OPTIONS, "boundscheck": True, "parallel": False}
+        return {**self.GAME_OPTIONS, "boundscheck": True}, launch
+
     def compile(self, spec: GameSpec) -> Launchers:
-        if spec not in self._cache:
+        checked = checked_kernels()
+        if (spec, checked) not in self._cache:
             import numba
 
             keep_writes_through_tuples()
+            game_options, launch_options = self.options(checked)
 
             def jit(fn):
-                return numba.njit(fn, **self.GAME_OPTIONS)
+                return numba.njit(fn, **game_options)
 
             module = load_launchers(
                 spec,
                 {**game_functions(spec, jit), "prange": numba.prange},
-                f"cpu {self.GAME_OPTIONS} {self.LAUNCH_OPTIONS}",
+                f"cpu {game_options} {launch_options}",
             )
-            step = numba.njit(module.step_all, **self.LAUNCH_OPTIONS)
-            reset = numba.njit(module.reset_all, **self.LAUNCH_OPTIONS)
-            self._cache[spec] = Launchers(step, reset, (step, reset))
-        return self._cache[spec]
+            step = numba.njit(module.step_all, **launch_options)
+            reset = numba.njit(module.reset_all, **launch_options)
+            if checked:
+                launchers = Launchers(
+                    out_of_bounds_named(step, spec.name, "step"),
+                    out_of_bounds_named(reset, spec.name, "reset"),
+                    (step, reset),
+                )
+            else:
+                launchers = Launchers(step, reset, (step, reset))
+            self._cache[spec, checked] = launchers
+        return self._cache[spec, checked]
 
     def warm_up(self, spec: GameSpec, launchers: Launchers, step_args, reset_args) -> None:
         """Compile step and reset for these arguments' types now, saying so on a cold cache
-        (``compiling.compile_now``), rather than silently inside the first launches."""
+        (``compiling.compile_now``), rather than silently inside the first launches. Numba's
+        errors become one ``GameCompileError`` line (``compile_error``)."""
+        import numba
+
         step, reset = launchers.dispatchers
-        compile_now(spec.name, self.name, [(reset, reset_args), (step, step_args)])
+        try:
+            compile_now(spec.name, self.name, [(reset, reset_args), (step, step_args)])
+        except numba.NumbaError as exc:
+            raise compile_error(spec, exc) from exc
+
+
+def out_of_bounds_named(dispatcher, game: str, what: str):
+    """``dispatcher`` with a bounds check's IndexError turned into ``OutOfBoundsError``."""
+
+    def launch(*args):
+        try:
+            return dispatcher(*args)
+        except IndexError as exc:
+            raise OutOfBoundsError(
+                f"game {game!r}: the {what} indexed an array out of bounds ({exc}; caught by "
+                f"{CHECKED_KERNELS}=1: unchecked, it would touch memory outside the arrays); "
+                "the environments' state is no longer valid"
+            ) from exc
+
+    return launch
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Numba colours its messages
+_PLACES = re.compile(r'File "([^"]+)", line (\d+)|at (\S+?\.py) \((\d+)\)')  # its two forms
+# what Numba says when code allocates: without reference counting (LAUNCH_OPTIONS) it cannot
+_ALLOCATES = re.compile(r"NRT required|reflected list|built-in function (empty|zeros)\b")
+_NOISE = ("Failed in ", "During: ", "raised from ", "File ")
+
+
+def compile_error(spec: GameSpec, exc: BaseException) -> GameCompileError:
+    """Numba's error compiling ``spec`` as one line: the game, the function and its file:line
+    where Numba names one of the game's lines, the rule broken, Numba's first message line."""
+    text = _ANSI.sub("", str(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = next((line for line in lines if not line.startswith(_NOISE)), type(exc).__name__)
+    first = first[:200].rstrip(":")  # "No implementation of function ... found for signature:"
+    places = [(m[1] or m[3], int(m[2] or m[4])) for m in _PLACES.finditer(text)]
+    loc = getattr(exc, "loc", None)
+    if getattr(loc, "filename", None) and getattr(loc, "line", None):
+        places.insert(0, (loc.filename, loc.line))
+    where = next(filter(None, (_game_line(spec, f, n) for f, n in places)), "")
+    if _ALLOCATES.search(text):
+        rule = (
+            "may not allocate (array arithmetic, arrays, lists, strings): write into state arrays"
+        )
+    else:
+        rule = "uses what Numba cannot compile in a game function"
+    return GameCompileError(
+        f"game {spec.name!r}: {where or 'one of its functions'} {rule}: {first}"
+    )
+
+
+def _game_line(spec: GameSpec, filename: str, line: int) -> str:
+    """``"fn (file:line)"`` when ``line`` of ``filename`` lies in one of ``spec``'s functions."""
+    path = os.path.abspath(filename)
+    for fn in [f for root in spec.functions() for f in call_graph(root)]:
+        try:
+            source, start = inspect.getsourcelines(fn)
+            found = os.path.abspath(inspect.getsourcefile(fn) or "")
+        except (OSError, TypeError):
+            continue
+        if found == path and start <= line < start + len(source):
+            return f"{fn.__name__} ({found}:{line})"
+    return ""
 
 
 _INSTANCES: dict[str, object] = {}

@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import types
 from collections import namedtuple
@@ -33,6 +34,8 @@ from pathlib import Path
 from .spec import IO_BUFFERS, RNG, GameSpec, call_graph, global_names
 
 GENERATOR_VERSION = "8"
+# a generated module's file name (without .py) under cache_dir(): game names are GAME_NAME
+GENERATED_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 # Launcher arguments the runtime always passes, before the game's state arrays and params.
 STEP_ARGS = (
@@ -357,8 +360,17 @@ def load_launchers(spec: GameSpec, injected: dict, tag: str) -> types.ModuleType
 
 def load_module(name: str, text: str, injected: dict) -> types.ModuleType:
     """Write ``text`` to ``cache_dir() / f"{name}.py"`` (if new) and import it, ``injected``
-    set as globals first. Numba's ``cache=True`` needs functions that live in a real file."""
-    path = cache_dir() / f"{name}.py"
+    set as globals first. Numba's ``cache=True`` needs functions that live in a real file.
+    ``name`` must be a plain file name: the file is never written outside ``cache_dir()``."""
+    root = cache_dir()
+    path = root / f"{name}.py"
+    if not GENERATED_NAME.fullmatch(name) or Path(os.path.abspath(path)).parent != Path(
+        os.path.abspath(root)
+    ):
+        raise ValueError(
+            f"generated module name {name!r} is not a plain file name (letters, digits, '_', "
+            f"'-'): it would be written outside the kernel cache {root}"
+        )
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

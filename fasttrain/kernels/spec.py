@@ -7,6 +7,7 @@ import dis
 import inspect
 import keyword
 import math
+import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,6 +100,80 @@ def _object_attributes(fn) -> list[tuple[str, str]]:
     return found
 
 
+# A game's name names its launcher files, its config sections (``[game.<name>]``, ``--set
+# game.<name>.x``) and its gym id: a letter, then letters, digits, ``_`` or ``-`` (TOML's bare
+# keys, and a file name on every platform)
+GAME_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+# NumPy functions that allocate, which a game's compiled functions may not call
+ALLOCATORS = frozenset(
+    ("zeros", "empty", "ones", "full", "array", "arange", "linspace", "concatenate", "stack")
+    + ("zeros_like", "empty_like", "ones_like", "full_like", "copy", "tile", "repeat")
+)
+# bytecode that builds a container, which a compiled game function cannot have (no allocation)
+_CONTAINERS = {
+    **dict.fromkeys(("BUILD_LIST", "LIST_APPEND", "LIST_EXTEND"), "a list"),
+    **dict.fromkeys(("BUILD_MAP", "BUILD_CONST_KEY_MAP", "MAP_ADD", "DICT_UPDATE"), "a dict"),
+    **dict.fromkeys(("BUILD_SET", "SET_ADD", "SET_UPDATE"), "a set"),
+}
+
+
+def check_game_name(name) -> str:
+    """``name`` when it is a valid game name (``GAME_NAME``); otherwise ``ValueError``."""
+    if not isinstance(name, str) or not GAME_NAME.fullmatch(name):
+        raise ValueError(
+            f"game name {name!r} is not valid: a letter, then letters, digits, '_' or '-', at "
+            "most 64 (e.g. 'minatar-breakout'); it names files and config sections"
+        )
+    return name
+
+
+def _numbered(code: types.CodeType):
+    """``(instruction, line)`` for ``code`` and the code nested in it (comprehensions)."""
+    line = code.co_firstlineno
+    for instruction in dis.get_instructions(code):
+        positions = getattr(instruction, "positions", None)  # Python 3.11+
+        start = instruction.starts_line  # an int before 3.13
+        if positions is not None and positions.lineno is not None:
+            line = positions.lineno
+        elif isinstance(start, int) and not isinstance(start, bool):
+            line = start
+        yield instruction, line
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _numbered(const)
+
+
+def forbidden_construct(fn) -> tuple[str, int] | None:
+    """The first rule of compiled game code that ``fn`` breaks, as ``(what it does, line)``:
+    assigning to an attribute of ``io``, ``s`` or ``p``, building a list, dict or set, or
+    calling a NumPy function that allocates. ``None`` when it breaks none of them."""
+    code = fn.__code__
+    objects = set(code.co_varnames[: code.co_argcount]) & set(OBJECTS)
+    previous = None
+    for instruction, line in _numbered(code):
+        op, arg = instruction.opname, instruction.argval
+        if op in ("STORE_ATTR", "DELETE_ATTR") and previous in objects:
+            return (
+                f"assigns to {previous}.{arg} (write into its array: {previous}.{arg}[i] = ...)",
+                line,
+            )
+        if op in _CONTAINERS:
+            return f"builds {_CONTAINERS[op]} (a game may not allocate: use a state array)", line
+        value = fn.__globals__.get(arg) if op == "LOAD_GLOBAL" else None
+        if isinstance(value, types.ModuleType) and value.__name__ == "numpy":
+            previous = "np"
+            continue
+        allocates = (op in ("LOAD_ATTR", "LOAD_METHOD") and previous == "np") or (
+            value is not None and getattr(np, getattr(value, "__name__", ""), None) is value
+        )
+        name = arg if op != "LOAD_GLOBAL" else getattr(value, "__name__", "")
+        if allocates and name in ALLOCATORS:
+            return f"calls np.{name} (a game may not allocate: use a state array)", line
+        previous = arg if op.startswith("LOAD_FAST") else None
+        previous = previous[-1] if isinstance(previous, tuple) else previous
+    return None
+
+
 @dataclass(frozen=True)
 class Field:
     """One state array: ``shape(params)`` is the per-environment shape (``()`` for a scalar).
@@ -176,6 +251,7 @@ class GameSpec:
     module: object = None
 
     def __post_init__(self):
+        check_game_name(self.name)
         if not callable(self.num_actions) and not _is_count(self.num_actions):
             raise ValueError(
                 f"game {self.name!r}: num_actions must be an int >= 1 or a function of the "
@@ -237,6 +313,10 @@ class GameSpec:
                         f"not have; valid: io {sorted(valid['io'])}, s {sorted(valid['s'])}, "
                         f"p {sorted(valid['p'])}"
                     )
+            broken = forbidden_construct(fn)
+            if broken:
+                where = f"{inspect.getsourcefile(fn) or fn.__code__.co_filename}:{broken[1]}"
+                raise ValueError(f"game {self.name!r}: {fn.__name__} ({where}) {broken[0]}")
 
     @property
     def agent_game(self) -> bool:

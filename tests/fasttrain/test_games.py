@@ -1,5 +1,6 @@
-"""fasttrain.games: the registry finds built-in games by name, imports each once it is asked
-for, and takes a user's game without letting it replace another."""
+"""fasttrain.games: the registry finds built-in games by name, imports each once it is
+asked for, and takes a user's game without letting it replace another or name a file outside
+the cache."""
 
 import dataclasses
 
@@ -64,3 +65,11 @@ def test_a_users_game_is_registered_once_and_may_not_take_another_name(registry)
 def test_register_takes_only_a_game_spec(registry):
     with pytest.raises(TypeError, match="^register\\(\\) takes a GameSpec, got dict$"):
         games.register({"name": "snake"})
+
+
+def test_register_refuses_a_spec_whose_name_was_changed_after_it_was_made(registry):
+    spec = dataclasses.replace(games.get("snake"), name="snake_renamed")
+    object.__setattr__(spec, "name", "../../evil")
+    with pytest.raises(ValueError, match=r"^game name '\.\./\.\./evil' is not valid"):
+        games.register(spec)
+    assert "../../evil" not in games.names()

@@ -1,4 +1,5 @@
-"""fasttrain.kernels.build: source digests (the cache key of a compiled game) follow its sources."""
+"""fasttrain.kernels.build: source digests (the cache key of a compiled game) follow its sources;
+generated files stay inside the cache and a damaged one is written again."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import fasttrain.games.snake as snake_module
 from fasttrain.games.snake import SPEC
-from fasttrain.kernels.build import source_digest
+from fasttrain.kernels.build import cache_dir, load_module, source_digest
 
 
 def _load_variant(tmp_path, monkeypatch, name, edit):
@@ -66,3 +69,21 @@ def test_source_digest_follows_sources_and_constants(tmp_path, monkeypatch):
     for name, edit in edits.items():
         digests.add(source_digest(_load_variant(tmp_path, monkeypatch, name, edit).SPEC, "cpu"))
     assert len(digests) == 1 + len(edits)
+
+
+@pytest.mark.parametrize("name", ["../evil", "../../tmp/evil", "a/b", "x.y", "", "/abs"])
+def test_load_module_never_writes_outside_the_cache(tmp_path, monkeypatch, name):
+    monkeypatch.setenv("FASTTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match="would be written outside the kernel cache"):
+        load_module(name, "X = 1\n", {})
+    assert not any(tmp_path.rglob("*.py"))  # nothing written, in the cache or beside it
+
+
+def test_a_truncated_generated_file_is_written_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTTRAIN_CACHE_DIR", str(tmp_path))
+    text = "# generated\nX = 41\nY = X + 1\n"
+    assert load_module("truncated_test", text, {}).Y == 42
+    path = cache_dir() / "truncated_test.py"
+    path.write_text(text[:15])  # a killed writer's half file
+    assert load_module("truncated_test", text, {}).Y == 42
+    assert path.read_text() == text

@@ -119,7 +119,7 @@ def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
     spec = games.get("snake")
 
     def step_one(i, io, s, p):
-        io.rewards[i] = len({"a": io.actions[i]})  # dicts do not exist on the GPU
+        io.rewards[i] = len(str(io.actions[i]))  # strings do not exist on the GPU
 
     broken = dataclasses.replace(spec, name="broken_snake", step_one=step_one)
     with pytest.raises(TypingError):

@@ -1,14 +1,18 @@
 """fasttrain.kernels.spec: a GameSpec checks its game when it is made (function signatures, the
 names a function and its helpers read, agent functions, str params and their choices, a constant
-action count) and ``make_params`` checks every override."""
+action count, the game's name, constructs a compiled game cannot have) and ``make_params`` checks
+every override."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
+from numpy import zeros
 
+from fasttrain.configread import tomllib
 from fasttrain.games.snake import SPEC, SnakeParams
 from tests.fasttrain.kernels.test_agents import COUNTER, COUNTER_WHOLE
 from tests.fasttrain.kernels.test_env import DIAL, MODES
@@ -73,6 +77,86 @@ def test_game_functions_must_take_i_first_and_names_must_not_clash():
 
     with pytest.raises(ValueError, match=r"used twice: \['grid'\]"):
         dataclasses.replace(SPEC, params_cls=ClashParams)
+
+
+# --------------------------------------------------------------- names and forbidden constructs
+
+
+@pytest.mark.parametrize(
+    "name", ["../../evil", "my game", "a.b", "x/y", "..", "", "-dash", "1st", "é", "a" * 65, 5]
+)
+def test_a_game_name_that_is_not_an_identifier_is_refused_in_one_line(name):
+    with pytest.raises(ValueError) as excinfo:
+        dataclasses.replace(SPEC, name=name)
+    message = str(excinfo.value)
+    assert message.startswith(f"game name {name!r} is not valid: a letter, then letters")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["snake", "minatar-space_invaders", "My_Game-2", "a" * 64])
+def test_a_valid_game_name_is_a_bare_toml_key_and_one_part_of_a_set_path(name):
+    assert dataclasses.replace(SPEC, name=name).name == name
+    text = f"[game.{name}]\nheight = 8\n"  # as config.toml writes it, unquoted
+    assert tomllib.loads(text) == {"game": {name: {"height": 8}}}
+    assert f"game.{name}.height".split(".") == ["game", name, "height"]
+
+
+def _assigns_into_s(i, io, s, p):
+    s.length = 3
+
+
+def _builds_a_list(i, io, s, p):
+    cells = [s.length[i], 0]
+    io.rewards[i] = cells[0]
+
+
+def _builds_in_a_comprehension(i, io, s, p):
+    io.rewards[i] = sum({k: k for k in range(3)})
+
+
+def _allocates(i, io, s, p):
+    scratch = np.zeros(4)
+    io.rewards[i] = scratch[0]
+
+
+def _allocates_by_its_own_name(i, io, s, p):
+    scratch = zeros(4)
+    io.rewards[i] = scratch[0]
+
+
+def _step_with_a_helper_that_allocates(i, io, s, p):
+    io.rewards[i] = _helper_that_allocates(i, s)
+
+
+def _helper_that_allocates(i, s):
+    return np.empty_like(s.length)[i]
+
+
+@pytest.mark.parametrize(
+    "fn, where, says",
+    [
+        (
+            _assigns_into_s,
+            _assigns_into_s,
+            "assigns to s.length (write into its array: s.length[i]",
+        ),
+        (_builds_a_list, _builds_a_list, "builds a list (a game may not allocate"),
+        (_builds_in_a_comprehension, _builds_in_a_comprehension, "builds a dict"),
+        (_allocates, _allocates, "calls np.zeros (a game may not allocate"),
+        (_allocates_by_its_own_name, _allocates_by_its_own_name, "calls np.zeros"),
+        (_step_with_a_helper_that_allocates, _helper_that_allocates, "calls np.empty_like"),
+    ],
+)
+def test_a_forbidden_construct_is_refused_naming_the_rule_the_function_and_its_line(
+    fn, where, says
+):
+    with pytest.raises(ValueError) as excinfo:
+        dataclasses.replace(SPEC, step_one=fn)
+    message = str(excinfo.value)
+    lines, start = inspect.getsourcelines(where)
+    line = start + 1  # each function's offending statement is its first
+    assert message.startswith(f"game 'snake': {where.__name__} ({__file__}:{line}) {says}")
+    assert "\n" not in message
 
 
 def test_make_params_accepts_valid_overrides():
