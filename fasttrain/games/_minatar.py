@@ -10,6 +10,11 @@ Every port follows ``minatar`` 1.0.15's ``Environment`` wrapper around its game:
   whose ``Environment`` never resets it.
 - Truncated: never, as in MinAtar, unless ``max_episode_steps`` > 0. Score: the return.
 - Observation: MinAtar's ``(channels, 10, 10)`` uint8 screen in its channel order.
+- State from a file: every field declares the range the game can put in it (``Field.low`` /
+  ``high``) and a port's ``check_state`` the invariants its kernels rely on (a live entity's
+  cell on the screen ...), so a checkpoint's values cannot index outside a buffer
+  (``fasttrain/kernels/statecheck.py``). The bounds hold under any params: a curriculum changes
+  params mid-episode, so a state from one stage must load under another.
 
 A port defines its params (a subclass of ``MinAtarParams``), its state (with ``last_action`` and
 ``steps``), ``move(i, a, s, p) -> (reward, terminal)`` for a full-set action, ``write_obs``,
@@ -71,11 +76,30 @@ def scalar(p):
     return ()
 
 
-# the state every port keeps besides its own
+# the state every port keeps besides its own; ``steps`` only counts (high: the int32's own)
 STATE = (
-    Field("last_action", scalar, np.int32, "() the previous step's action (full set)"),
-    Field("steps", scalar, np.int32, "() steps in this episode"),
+    Field(
+        "last_action",
+        scalar,
+        np.int32,
+        "() the previous step's action (full set)",
+        low=0,
+        high=FIRE,
+    ),
+    Field("steps", scalar, np.int32, "() steps in this episode", low=0),
 )
+
+
+def invariant_problem(name: str, values: np.ndarray, bad: np.ndarray, valid: str) -> str | None:
+    """A port's ``check_state`` line for the first True of ``bad`` (same shape as ``values``,
+    environments first): ``env 3: fish[2, 0] = 11; valid: ...``, or None when none is."""
+    if not bad.any():
+        return None
+    flat = int(np.flatnonzero(bad)[0])
+    where = np.unravel_index(flat, bad.shape)
+    index = f"[{', '.join(str(int(k)) for k in where[1:])}]" if len(where) > 1 else ""
+    value = values.reshape(-1)[flat].item()
+    return f"env {int(where[0])}: {name}{index} = {value}; valid: {valid}"
 
 
 # ------------------------------------------------------------------------------- step

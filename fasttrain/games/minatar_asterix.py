@@ -41,6 +41,7 @@ from fasttrain.games._minatar import (
     UP,
     MinAtarParams,
     end_step,
+    invariant_problem,
     main,
     scalar,
     spec,
@@ -55,6 +56,7 @@ ACTIVE, X, RIGHTWARD, IS_GOLD = 0, 1, 2, 3  # columns of the entities array
 RAMP_INTERVAL = 100
 INIT_SPAWN_SPEED = 10
 INIT_MOVE_INTERVAL = 5
+MAX_RAMPS = INIT_SPAWN_SPEED - 1  # ramping stops when both speeds reach 1: after 9 ramps
 MINIMAL_ACTIONS = (NOOP, LEFT, UP, RIGHT, DOWN)  # MinAtar's minimal_action_set() for Asterix
 
 
@@ -68,22 +70,79 @@ class AsterixParams(MinAtarParams):
     """entities spawn and move faster over time (MinAtar's difficulty_ramping)"""
 
 
+# Bounds: what the game keeps between steps. An entity that leaves the screen is switched off
+# where it stepped (column -1 or 10); an active one is on the screen (check_state).
 STATE = (
-    Field("player_x", scalar, np.int32, "() player column"),
-    Field("player_y", scalar, np.int32, "() player row (1-8)"),
-    Field("spawn_speed", scalar, np.int32, "() steps between spawns (10, ramps to 1)"),
-    Field("spawn_timer", scalar, np.int32, "() steps until the next spawn"),
-    Field("move_speed", scalar, np.int32, "() steps between entity moves (5, ramps to 1)"),
-    Field("move_timer", scalar, np.int32, "() steps until the entities move"),
-    Field("ramp_timer", scalar, np.int32, "() steps until the next ramp"),
-    Field("ramp_index", scalar, np.int32, "() ramps so far"),
+    Field("player_x", scalar, np.int32, "() player column", low=0, high=SIZE - 1),
+    Field("player_y", scalar, np.int32, "() player row (1-8)", low=1, high=NUM_SLOTS),
+    Field(
+        "spawn_speed",
+        scalar,
+        np.int32,
+        "() steps between spawns (10, ramps to 1)",
+        low=1,
+        high=INIT_SPAWN_SPEED,
+    ),
+    Field(
+        "spawn_timer",
+        scalar,
+        np.int32,
+        "() steps until the next spawn",
+        low=0,
+        high=INIT_SPAWN_SPEED,
+    ),
+    Field(
+        "move_speed",
+        scalar,
+        np.int32,
+        "() steps between entity moves (5, ramps to 1)",
+        low=1,
+        high=INIT_MOVE_INTERVAL,
+    ),
+    Field(
+        "move_timer",
+        scalar,
+        np.int32,
+        "() steps until the entities move",
+        low=0,
+        high=INIT_MOVE_INTERVAL,
+    ),
+    Field(
+        "ramp_timer",
+        scalar,
+        np.int32,
+        "() steps until the next ramp (-1: ramp now)",
+        low=-1,
+        high=RAMP_INTERVAL,
+    ),
+    Field("ramp_index", scalar, np.int32, "() ramps so far", low=0, high=MAX_RAMPS),
     Field(
         "entities",
         lambda p: (NUM_SLOTS, 4),
         np.int32,
         "(8, 4) per lane: active, column, moving right, gold",
+        low=-1,
+        high=SIZE,
     ),
 )
+
+
+def check_state(state, params):
+    """Every lane's flags are 0 or 1 and an active entity's column is on the screen (its cell
+    is written into the observation)."""
+    entities = state["entities"]  # (num_envs, 8, 4)
+    flag = np.zeros(entities.shape, dtype=bool)
+    flag[..., [ACTIVE, RIGHTWARD, IS_GOLD]] = True
+    bad = flag & ((entities < 0) | (entities > 1))
+    valid = "0 or 1 in columns 0 (active), 2 (moving right) and 3 (gold)"
+    problem = invariant_problem("entities", entities, bad, valid)
+    if problem:
+        return problem
+    off = np.zeros(entities.shape, dtype=bool)
+    off[..., X] = (entities[..., ACTIVE] == 1) & (
+        (entities[..., X] < 0) | (entities[..., X] >= SIZE)
+    )
+    return invariant_problem("entities", entities, off, "0 to 9 in column 1 of an active lane")
 
 
 # ------------------------------------------------------------------------------- sub-steps
@@ -233,7 +292,15 @@ def render_text(state, params) -> str:
 
 
 SPEC = spec(
-    "asterix", AsterixParams, STATE, NUM_CHANNELS, MINIMAL_ACTIONS, reset_one, step_one, render_text
+    "asterix",
+    AsterixParams,
+    STATE,
+    NUM_CHANNELS,
+    MINIMAL_ACTIONS,
+    reset_one,
+    step_one,
+    render_text,
+    check_state=check_state,
 )
 
 

@@ -36,6 +36,7 @@ from fasttrain.games._minatar import (
     SIZE,
     MinAtarParams,
     end_step,
+    invariant_problem,
     main,
     scalar,
     spec,
@@ -59,16 +60,44 @@ class BreakoutParams(MinAtarParams):
     """3 actions (no-op, left, right) instead of MinAtar's full 6"""
 
 
+# Bounds: what the game keeps between steps. The ball never rests on the bottom row (it bounces
+# back to the row it came from, or the episode ends and resets), so it always has a row to move
+# to: ``bricks[new_y * SIZE + new_x]`` stays inside the array.
 STATE = (
-    Field("ball_x", scalar, np.int32, "() ball column"),
-    Field("ball_y", scalar, np.int32, "() ball row"),
-    Field("ball_dir", scalar, np.int32, "() 0 up-left, 1 up-right, 2 down-right, 3 down-left"),
-    Field("last_x", scalar, np.int32, "() ball column one step ago (the trail)"),
-    Field("last_y", scalar, np.int32, "() ball row one step ago"),
-    Field("pos", scalar, np.int32, "() paddle column"),
-    Field("strike", scalar, np.uint8, "() 1 if the last step broke a brick"),
-    Field("bricks", lambda p: (CELLS,), np.uint8, "(100,) 1 where a brick is, row-major"),
+    Field("ball_x", scalar, np.int32, "() ball column", low=0, high=SIZE - 1),
+    Field("ball_y", scalar, np.int32, "() ball row (never the bottom one)", low=0, high=SIZE - 2),
+    Field(
+        "ball_dir",
+        scalar,
+        np.int32,
+        "() 0 up-left, 1 up-right, 2 down-right, 3 down-left",
+        low=0,
+        high=3,
+    ),
+    Field(
+        "last_x", scalar, np.int32, "() ball column one step ago (the trail)", low=0, high=SIZE - 1
+    ),
+    Field("last_y", scalar, np.int32, "() ball row one step ago", low=0, high=SIZE - 2),
+    Field("pos", scalar, np.int32, "() paddle column", low=0, high=SIZE - 1),
+    Field("strike", scalar, np.uint8, "() 1 if the last step broke a brick", low=0, high=1),
+    Field(
+        "bricks",
+        lambda p: (CELLS,),
+        np.uint8,
+        "(100,) 1 where a brick is, row-major",
+        low=0,
+        high=1,
+    ),
 )
+
+
+def check_state(state, params):
+    """No brick outside rows 1-3: one on the bottom row would let a ball that strikes it with
+    ``strike`` set stay there, and its next move read past the end of ``bricks``."""
+    bricks = state["bricks"]
+    outside = bricks != 0
+    outside[:, SIZE : 4 * SIZE] = False  # rows 1-3, where reset_one and move put them
+    return invariant_problem("bricks", bricks, outside, "0 outside rows 1-3 (cells 10 to 39)")
 
 
 # ------------------------------------------------------------------------------- sub-steps
@@ -192,6 +221,7 @@ SPEC = spec(
     reset_one,
     step_one,
     render_text,
+    check_state=check_state,
 )
 
 

@@ -43,6 +43,7 @@ from fasttrain.games._minatar import (
     UP,
     MinAtarParams,
     end_step,
+    invariant_problem,
     main,
     scalar,
     spec,
@@ -73,14 +74,52 @@ def _cars(p):
     return (NUM_CARS,)
 
 
+MAX_SPEED = 5  # a car moves every 1 to 5 steps: |car_speed| indexes its trail's channel
+# Bounds: what the game keeps between steps. Row 0 is never kept (reaching it scores and sends
+# the chicken back to row 9); the countdown ends the episode below 0.
 STATE = (
-    Field("pos", scalar, np.int32, "() chicken row"),
-    Field("move_timer", scalar, np.int32, "() steps until the chicken may move again"),
-    Field("terminate_timer", scalar, np.int32, "() MinAtar's time limit countdown"),
-    Field("car_x", _cars, np.int32, "(8,) column of the car in lane k (row k + 1)"),
-    Field("car_timer", _cars, np.int32, "(8,) steps until the car moves"),
-    Field("car_speed", _cars, np.int32, "(8,) steps per move, signed: + right, - left"),
+    Field("pos", scalar, np.int32, "() chicken row", low=1, high=SIZE - 1),
+    Field(
+        "move_timer",
+        scalar,
+        np.int32,
+        "() steps until the chicken may move again",
+        low=0,
+        high=PLAYER_SPEED,
+    ),
+    Field(
+        "terminate_timer",
+        scalar,
+        np.int32,
+        "() MinAtar's time limit countdown",
+        low=0,
+        high=TIME_LIMIT,
+    ),
+    Field(
+        "car_x",
+        _cars,
+        np.int32,
+        "(8,) column of the car in lane k (row k + 1)",
+        low=0,
+        high=SIZE - 1,
+    ),
+    Field("car_timer", _cars, np.int32, "(8,) steps until the car moves", low=0, high=MAX_SPEED),
+    Field(
+        "car_speed",
+        _cars,
+        np.int32,
+        "(8,) steps per move, signed: + right, - left (never 0)",
+        low=-MAX_SPEED,
+        high=MAX_SPEED,
+    ),
 )
+
+
+def check_state(state, params):
+    """No car with speed 0: ``|car_speed|`` picks the channel of the car's trail (speed k's is
+    channel ``SPEED1 + k - 1``), and 0 would mark the cars' channel instead."""
+    speed = state["car_speed"]
+    return invariant_problem("car_speed", speed, speed == 0, "-5 to -1 or 1 to 5")
 
 
 # ------------------------------------------------------------------------------- sub-steps
@@ -191,7 +230,15 @@ def render_text(state, params) -> str:
 
 
 SPEC = spec(
-    "freeway", FreewayParams, STATE, NUM_CHANNELS, MINIMAL_ACTIONS, reset_one, step_one, render_text
+    "freeway",
+    FreewayParams,
+    STATE,
+    NUM_CHANNELS,
+    MINIMAL_ACTIONS,
+    reset_one,
+    step_one,
+    render_text,
+    check_state=check_state,
 )
 
 

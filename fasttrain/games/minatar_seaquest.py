@@ -59,6 +59,7 @@ from fasttrain.games._minatar import (
     UP,
     MinAtarParams,
     end_step,
+    invariant_problem,
     main,
     scalar,
     spec,
@@ -100,34 +101,114 @@ def _rows(n, columns):
     return lambda p: (n, columns)
 
 
-# the submarine and the game's counters, MinAtar's names (its lists' lengths as n_*)
+MAX_RAMPS = INIT_SPAWN_SPEED - 1  # ramping stops when spawns come every step: after 19 ramps
+# The diver count goes below 0 only by surfacing (MinAtar's quirk), at most once per two steps
+# of an episode whose step count is an int32: a generous, documented floor.
+MIN_DIVER_COUNT = -(2**30)
+
+# the submarine and the game's counters, MinAtar's names (its lists' lengths as n_*), with the
+# range the game keeps each in between steps
 SCALARS = (
-    ("sub_x", "() the submarine's column"),
-    ("sub_y", "() the submarine's row (0: the surface)"),
-    ("sub_or", "() 1 the submarine faces right, 0 left"),
-    ("oxygen", "() oxygen left (200 full)"),
-    ("diver_count", "() divers held (-1 after a six-diver bonus: MinAtar's quirk)"),
-    ("e_spawn_speed", "() steps between enemy spawns (20, ramps to 1)"),
-    ("e_spawn_timer", "() steps until an enemy spawns"),
-    ("d_spawn_timer", "() steps until a diver spawns"),
-    ("move_speed", "() enemies move every move_speed + 1 steps (5, ramps to 2)"),
-    ("ramp_index", "() surfacings that ramped the difficulty"),
-    ("shot_timer", "() steps until the submarine may fire"),
-    ("surface", "() 1 while the submarine is on the surface"),
-    ("n_bullets", "() the submarine's bullets in flight (rows of bullets)"),
-    ("n_e_bullets", "() enemy bullets in flight (rows of e_bullets)"),
-    ("n_fish", "() enemy fish (rows of fish)"),
-    ("n_subs", "() enemy subs (rows of subs)"),
-    ("n_divers", "() divers (rows of divers)"),
+    ("sub_x", "() the submarine's column", 0, SIZE - 1),
+    ("sub_y", "() the submarine's row (0: the surface)", 0, SIZE - 2),
+    ("sub_or", "() 1 the submarine faces right, 0 left", 0, 1),
+    ("oxygen", "() oxygen left (200 full)", 0, MAX_OXYGEN),
+    (
+        "diver_count",
+        "() divers held (< 0 after a six-diver bonus: MinAtar's quirk)",
+        MIN_DIVER_COUNT,
+        6,
+    ),
+    ("e_spawn_speed", "() steps between enemy spawns (20, ramps to 1)", 1, INIT_SPAWN_SPEED),
+    ("e_spawn_timer", "() steps until an enemy spawns", 0, INIT_SPAWN_SPEED),
+    ("d_spawn_timer", "() steps until a diver spawns", 0, DIVER_SPAWN_SPEED),
+    (
+        "move_speed",
+        "() enemies move every move_speed + 1 steps (5, ramps to 2)",
+        2,
+        INIT_MOVE_INTERVAL,
+    ),
+    ("ramp_index", "() surfacings that ramped the difficulty", 0, MAX_RAMPS),
+    # firing sets the cooldown and the same step counts it down
+    ("shot_timer", "() steps until the submarine may fire", 0, SHOT_COOL_DOWN - 1),
+    ("surface", "() 1 while the submarine is on the surface", 0, 1),
+    ("n_bullets", "() the submarine's bullets in flight (rows of bullets)", 0, MAX_BULLETS),
+    ("n_e_bullets", "() enemy bullets in flight (rows of e_bullets)", 0, MAX_ENEMY_BULLETS),
+    ("n_fish", "() enemy fish (rows of fish)", 0, MAX_ENEMIES),
+    ("n_subs", "() enemy subs (rows of subs)", 0, MAX_ENEMIES),
+    ("n_divers", "() divers (rows of divers)", 0, MAX_DIVERS),
 )
+# Lists: rows past a list's count are left as they were (never read; a spawn overwrites the
+# whole row), and a row removed as it left the screen holds the column it stepped to: -1 or
+# 10, or -2 or 11 for an enemy bullet fired from a sub that had just left. The rows in use are
+# held to the screen by check_state.
 STATE = (
-    *(Field(name, scalar, np.int32, doc) for name, doc in SCALARS),
-    Field("bullets", _rows(MAX_BULLETS, 3), np.int32, "(4, 3) x, y, moving right"),
-    Field("e_bullets", _rows(MAX_ENEMY_BULLETS, 3), np.int32, "(40, 3) x, y, moving right"),
-    Field("fish", _rows(MAX_ENEMIES, 4), np.int32, "(32, 4) x, y, moving right, move timer"),
-    Field("subs", _rows(MAX_ENEMIES, 5), np.int32, "(32, 5) fish's columns + shot timer"),
-    Field("divers", _rows(MAX_DIVERS, 4), np.int32, "(4, 4) x, y, moving right, move timer"),
+    *(Field(name, scalar, np.int32, doc, low=low, high=high) for name, doc, low, high in SCALARS),
+    Field(
+        "bullets", _rows(MAX_BULLETS, 3), np.int32, "(4, 3) x, y, moving right", low=-1, high=SIZE
+    ),
+    Field(
+        "e_bullets",
+        _rows(MAX_ENEMY_BULLETS, 3),
+        np.int32,
+        "(40, 3) x, y, moving right",
+        low=-2,
+        high=SIZE + 1,
+    ),
+    Field(
+        "fish",
+        _rows(MAX_ENEMIES, 4),
+        np.int32,
+        "(32, 4) x, y, moving right, move timer",
+        low=-1,
+        high=SIZE,
+    ),
+    Field(
+        "subs",
+        _rows(MAX_ENEMIES, 5),
+        np.int32,
+        "(32, 5) fish's columns + shot timer",
+        low=-1,
+        high=max(SIZE, ENEMY_SHOT_INTERVAL),
+    ),
+    Field(
+        "divers",
+        _rows(MAX_DIVERS, 4),
+        np.int32,
+        "(4, 4) x, y, moving right, move timer",
+        low=-1,
+        high=SIZE,
+    ),
 )
+# for check_state: each list, its count and each column's range in the rows in use
+LISTS = (
+    ("bullets", "n_bullets", ((0, SIZE - 1), (0, SIZE - 2), (0, 1))),
+    ("e_bullets", "n_e_bullets", ((0, SIZE - 1), (1, SIZE - 2), (0, 1))),
+    ("fish", "n_fish", ((0, SIZE - 1), (1, SIZE - 2), (0, 1), (0, INIT_MOVE_INTERVAL))),
+    (
+        "subs",
+        "n_subs",
+        ((0, SIZE - 1), (1, SIZE - 2), (0, 1), (0, INIT_MOVE_INTERVAL), (0, ENEMY_SHOT_INTERVAL)),
+    ),
+    ("divers", "n_divers", ((0, SIZE - 1), (1, SIZE - 2), (0, 1), (0, DIVER_MOVE_INTERVAL))),
+)
+COLUMNS = ("x", "y", "moving right", "move timer", "shot timer")
+
+
+def check_state(state, params):
+    """Every row in use of each list holds an entity on the screen: its cell is written into
+    the observation, and a bullet's or enemy's row and column are compared with the others'."""
+    for name, count, ranges in LISTS:
+        rows = state[name]  # (num_envs, capacity, columns)
+        used = np.arange(rows.shape[1]) < state[count][:, None]  # (num_envs, capacity)
+        for column, (low, high) in enumerate(ranges):
+            bad = np.zeros(rows.shape, dtype=bool)
+            bad[..., column] = used & ((rows[..., column] < low) | (rows[..., column] > high))
+            valid = f"{low} to {high} ({COLUMNS[column]} of the first {count} rows)"
+            problem = invariant_problem(name, rows, bad, valid)
+            if problem:
+                return problem
+    return None
 
 
 # ------------------------------------------------------------------------------- lists
@@ -498,6 +579,7 @@ SPEC = spec(
     reset_one,
     step_one,
     render_text,
+    check_state=check_state,
 )
 
 

@@ -44,6 +44,7 @@ from fasttrain.games._minatar import (
     SIZE,
     MinAtarParams,
     end_step,
+    invariant_problem,
     main,
     scalar,
     spec,
@@ -74,18 +75,63 @@ def _map(p):
     return (CELLS,)
 
 
+MAX_RAMPS = ENEMY_MOVE_INTERVAL - FASTEST_MOVE_INTERVAL
+# Bounds: what the game keeps between steps. The aliens' move timer restarts at the number of
+# aliens when fewer are left than the interval, and a wave ends only for the next to appear, so
+# at least one alien is always on the screen (check_state).
 STATE = (
-    Field("pos", scalar, np.int32, "() cannon column"),
-    Field("alien_dir", scalar, np.int32, "() -1 the aliens march left, +1 right"),
-    Field("move_interval", scalar, np.int32, "() steps between alien moves (12, ramps to 6)"),
-    Field("alien_move_timer", scalar, np.int32, "() steps until the aliens move"),
-    Field("alien_shot_timer", scalar, np.int32, "() steps until an alien fires"),
-    Field("shot_timer", scalar, np.int32, "() steps until the cannon may fire"),
-    Field("ramp_index", scalar, np.int32, "() waves that sped the aliens up"),
-    Field("aliens", _map, np.uint8, "(100,) 1 where an alien is, row-major"),
-    Field("f_bullets", _map, np.uint8, "(100,) the cannon's bullets"),
-    Field("e_bullets", _map, np.uint8, "(100,) the aliens' bullets"),
+    Field("pos", scalar, np.int32, "() cannon column", low=0, high=SIZE - 1),
+    Field("alien_dir", scalar, np.int32, "() -1 the aliens march left, +1 right", low=-1, high=1),
+    Field(
+        "move_interval",
+        scalar,
+        np.int32,
+        "() steps between alien moves (12, ramps to 6)",
+        low=FASTEST_MOVE_INTERVAL,
+        high=ENEMY_MOVE_INTERVAL,
+    ),
+    Field(
+        "alien_move_timer",
+        scalar,
+        np.int32,
+        "() steps until the aliens move",
+        low=0,
+        high=ENEMY_MOVE_INTERVAL,
+    ),
+    Field(
+        "alien_shot_timer",
+        scalar,
+        np.int32,
+        "() steps until an alien fires",
+        low=0,
+        high=ENEMY_SHOT_INTERVAL,
+    ),
+    Field(
+        "shot_timer",
+        scalar,
+        np.int32,
+        "() steps until the cannon may fire",
+        low=0,
+        high=SHOT_COOL_DOWN - 1,  # firing sets the cooldown, the same step counts it down
+    ),
+    Field(
+        "ramp_index", scalar, np.int32, "() waves that sped the aliens up", low=0, high=MAX_RAMPS
+    ),
+    Field("aliens", _map, np.uint8, "(100,) 1 where an alien is, row-major", low=0, high=1),
+    Field("f_bullets", _map, np.uint8, "(100,) the cannon's bullets", low=0, high=1),
+    Field("e_bullets", _map, np.uint8, "(100,) the aliens' bullets", low=0, high=1),
 )
+
+
+def check_state(state, params):
+    """The aliens march left or right (-1 or +1, never 0), and at least one is on the screen."""
+    direction = state["alien_dir"]
+    problem = invariant_problem("alien_dir", direction, direction == 0, "-1 or 1")
+    if problem:
+        return problem
+    aliens = state["aliens"]
+    count = aliens.astype(np.int64).sum(axis=1)
+    return invariant_problem("number of aliens", count, count == 0, f"1 to {CELLS}")
 
 
 # ------------------------------------------------------------------------------- sub-steps
@@ -293,6 +339,7 @@ SPEC = spec(
     reset_one,
     step_one,
     render_text,
+    check_state=check_state,
 )
 
 

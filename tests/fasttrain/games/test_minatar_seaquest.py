@@ -43,7 +43,7 @@ def check(env, ours, where):
 def copy_from(env, s):
     """MinAtar's game state into ours (the approach gymnax's tests use)."""
     e = env.env
-    for name, _ in game.SCALARS:  # MinAtar's names; the lists' lengths are counted below
+    for name, *_ in game.SCALARS:  # MinAtar's names; the lists' lengths are counted below
         if not name.startswith("n_"):
             s[name][0] = getattr(e, name)
     for name, items, count in (
@@ -174,7 +174,7 @@ def test_a_state_from_before_the_scalars_had_names_is_refused_and_nothing_is_wri
         env.arrays["actions"][:] = action
         env.step()
     saved = env.state_dict()
-    names = [name for name, _ in game.SCALARS]
+    names = [name for name, *_ in game.SCALARS]
     old = {name: array for name, array in saved.items() if name not in names}
     old["game"] = np.stack([saved[name] for name in names], axis=1)
     fresh = KernelEnv(game.SPEC, 3, "python", game.SPEC.make_params(), seed=2)
