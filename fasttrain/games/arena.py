@@ -154,7 +154,7 @@ def _inside(p):
 
 # (low, high) bounds read only params that set shapes: a curriculum stage may change the others
 # (num_bots, num_food ...) between steps, and episodes in flight keep what the earlier stage
-# made (docs/games.md, "Write a game"). ``check_state`` holds the rest.
+# made (docs/kernels.md#state-from-a-file). ``check_state`` holds the rest.
 STATE = (
     Field("grid", _cells, np.int16, "(H*W,) EMPTY, FOOD, CORPSE, WALL or SNAKE+k", 0, _last_tile),
     Field("tiles", _cells, np.uint8, "(H*W,) grid with every snake as SNAKE", EMPTY, SNAKE),

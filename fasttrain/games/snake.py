@@ -76,7 +76,7 @@ def _last_cell(p):
 
 
 # Bounds read only the board size: a curriculum may change the other params between steps, so a
-# state may hold counters from an earlier stage's limits (docs/games.md, "Write a game").
+# state may hold counters from an earlier stage's limits (docs/kernels.md#state-from-a-file).
 STATE = (
     Field("body", _cells, np.int16, "(H*W,) ring of cells r*W+c, tail first", 0, _last_cell),
     Field("tail", lambda p: (), np.int32, "() ring index of the tail cell in body", 0, _last_cell),
@@ -265,9 +265,10 @@ def check_state(state, params) -> str | None:
         i = _first_env(bad)
         cell = int(np.flatnonzero(bad[i])[0])
         return (
-            f"env {i}: grid[{cell}] = {int(state['grid'][i, cell])} but the body's "
-            f"length = {int(state['length'][i])} cells from tail = {int(state['tail'][i])} "
-            f"hold cell {cell} {int(covered[i, cell])} time(s); grid is 1 exactly on the body"
+            f"env {i}: grid[{cell}] = {int(state['grid'][i, cell])}, but the body "
+            f"({int(state['length'][i])} cells from ring slot {int(state['tail'][i])}) covers "
+            f"cell {cell} {int(covered[i, cell])} time(s); grid is 1 exactly on the body's "
+            "cells, each covered once"
         )
     rows, cols = ring // width, ring % width
     steps = np.abs(np.diff(rows, axis=1)) + np.abs(np.diff(cols, axis=1))

@@ -475,10 +475,13 @@ def _body_jumps(state):
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (_grid_full, "grid[0] = 1 but the body's length = 4 cells from tail = 34 hold cell 0 0"),
-        (_put("grid", 0, (20,)), "grid[20] = 0 but the body's length = 4 cells"),
-        (_put("length", 5), "grid[0] = 0 but the body's length = 5 cells from tail = 34"),
-        (_put("body", 13, (0,)), "grid[13] = 0 but the body's length = 4 cells"),
+        (_grid_full, "grid[0] = 1, but the body (4 cells from ring slot 34) covers cell 0 0 time"),
+        (_put("grid", 0, (20,)), "grid[20] = 0, but the body (4 cells from ring slot 34) covers"),
+        (
+            _put("length", 5),
+            "grid[0] = 0, but the body (5 cells from ring slot 34) covers cell 0 1",
+        ),
+        (_put("body", 13, (0,)), "grid[13] = 0, but the body (4 cells from ring slot 34) covers"),
         (_body_jumps, "body cells 19 and 14 are not neighbours"),
         (_put("direction", UP), "direction = 0 but the head last moved 1"),
         (_put("fruit", 14), "fruit = 14 with length = 4 of 36 cells; valid: a free cell"),
