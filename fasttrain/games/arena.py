@@ -128,29 +128,54 @@ def _snakes(p):
     return (p.num_snakes + p.max_bots,)  # the agents, then the bot slots
 
 
+def _last_slot(p):
+    return p.max_snake_length - 1
+
+
+def _max_length(p):
+    return p.max_snake_length
+
+
 def _bots(p):
     return (max(1, p.max_bots),)  # one slot at least: no zero-size arrays on any backend
 
 
+def _last_cell(p):
+    return p.height * p.width - 1
+
+
+def _last_tile(p):
+    return SNAKE + p.num_snakes + p.max_bots - 1  # the last snake's
+
+
+def _inside(p):
+    return (p.height - 2 * p.vision) * (p.width - 2 * p.vision)
+
+
+# (low, high) bounds read only params that set shapes: a curriculum stage may change the others
+# (num_bots, num_food ...) between steps, and episodes in flight keep what the earlier stage
+# made (docs/kernels.md#state-from-a-file). ``check_state`` holds the rest.
 STATE = (
-    Field("grid", _cells, np.int16, "(H*W,) tile per cell: EMPTY, FOOD, CORPSE, WALL, SNAKE+k"),
-    Field("tiles", _cells, np.uint8, "(H*W,) grid with every snake as SNAKE: what windows read"),
+    Field("grid", _cells, np.int16, "(H*W,) EMPTY, FOOD, CORPSE, WALL or SNAKE+k", 0, _last_tile),
+    Field("tiles", _cells, np.uint8, "(H*W,) grid with every snake as SNAKE", EMPTY, SNAKE),
     Field(
         "body",
         lambda p: (p.num_snakes + p.max_bots, p.max_snake_length),
         np.int32,
         "(S, L) ring buffer of each snake's cells r*W+c; head at head_slot, tail length-1 back",
+        low=0,
+        high=_last_cell,
     ),
-    Field("head_slot", _snakes, np.int32, "(S,) ring index of each head in body"),
-    Field("head", _snakes, np.int32, "(S,) head cell; kept after a death for the last window"),
-    Field("length", _snakes, np.int32, "(S,) cells per snake, 0 while waiting to respawn"),
-    Field("steps", _snakes, np.int32, "(S,) steps in the current life"),
-    Field("missing_food", lambda p: (), np.int32, "() food that found no free cell yet"),
-    Field("food_count", lambda p: (), np.int32, "() food on the map"),
-    Field("bot_score", _bots, np.int32, "(B,) food and corpse each bot ate in its life"),
-    Field("bot_done_food", lambda p: (), np.float64, "() food and corpse of ended bot lives"),
-    Field("bot_done_steps", lambda p: (), np.float64, "() steps of ended bot lives"),
-    Field("bot_done_lives", lambda p: (), np.float64, "() ended bot lives"),
+    Field("head_slot", _snakes, np.int32, "(S,) ring index of the head", 0, _last_slot),
+    Field("head", _snakes, np.int32, "(S,) head cell; kept after a death", 0, _last_cell),
+    Field("length", _snakes, np.int32, "(S,) cells, 0 waiting to respawn", 0, _max_length),
+    Field("steps", _snakes, np.int32, "(S,) steps in the current life", low=0),
+    Field("missing_food", lambda p: (), np.int32, "() food not placed yet", 0, _inside),
+    Field("food_count", lambda p: (), np.int32, "() food on the map", low=0, high=_inside),
+    Field("bot_score", _bots, np.int32, "(B,) food and corpse each bot ate in its life", low=0),
+    Field("bot_done_food", lambda p: (), np.float64, "() food and corpse of ended bot lives", 0),
+    Field("bot_done_steps", lambda p: (), np.float64, "() steps of ended bot lives", low=0),
+    Field("bot_done_lives", lambda p: (), np.float64, "() ended bot lives", low=0),
 )
 
 
@@ -378,6 +403,99 @@ def obs_bounds(params):
     return 0, OBS_CODES - 1
 
 
+# ------------------------------------------------------------------------------- state check
+
+
+def _first(bad: np.ndarray) -> tuple[int, ...]:
+    """The index of the first True in ``bad`` (its env first)."""
+    return tuple(int(x) for x in np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape))
+
+
+def _inside_mask(p) -> np.ndarray:
+    """(H*W,) True on the map's inside, False on its wall border."""
+    inside = np.zeros((p.height, p.width), dtype=bool)
+    inside[p.vision : p.height - p.vision, p.vision : p.width - p.vision] = True
+    return inside.reshape(-1)
+
+
+def _map_problem(state, p) -> str | None:
+    """Wall exactly on the border (every move and window stays on the map), no tile a move
+    cannot make, ``tiles`` the snake-blind copy of ``grid``, the food counted."""
+    grid = state["grid"]
+    bad = (grid == WALL) == _inside_mask(p)
+    if bad.any():
+        i, cell = _first(bad)
+        return (
+            f"env {i}: grid[{cell}] = {grid[i, cell]}; the outer vision = {p.vision} rows and "
+            f"columns are wall ({WALL}) and the inside is not"
+        )
+    bad = grid == OWN
+    if bad.any():
+        i, cell = _first(bad)
+        return f"env {i}: grid[{cell}] = {OWN}; valid: 0 to 3 or a snake's {SNAKE} + k"
+    bad = state["tiles"] != np.minimum(grid, SNAKE)
+    if bad.any():
+        i, cell = _first(bad)
+        return (
+            f"env {i}: tiles[{cell}] = {state['tiles'][i, cell]} with grid[{cell}] = "
+            f"{grid[i, cell]}; tiles is grid with every snake as {SNAKE}"
+        )
+    food = (grid == FOOD).sum(axis=1)
+    bad = food != state["food_count"]
+    if bad.any():
+        (i,) = _first(bad)
+        return f"env {i}: food_count = {state['food_count'][i]} but the map holds {food[i]} food"
+    return None
+
+
+def _snake_problem(state, p) -> str | None:
+    """Each living snake's ``length`` ring cells from ``head_slot`` back are neighbours, its
+    own on the grid and nobody else's, its head at ``head``; an agent's head is inside even
+    between lives (its window is observed)."""
+    grid, length, head = state["grid"], state["length"], state["head"]
+    max_length = p.max_snake_length
+    slots = (state["head_slot"][..., None] - np.arange(max_length)) % max_length  # head first
+    ring = np.take_along_axis(state["body"], slots, axis=2).astype(np.int64)  # (N, S, L)
+    used = np.arange(max_length) < length[..., None]
+    envs, snakes, _ = np.indices(ring.shape)
+    bad = used & (grid[envs, ring] != SNAKE + snakes)
+    if bad.any():
+        i, k, j = _first(bad)
+        return (
+            f"env {i}: snake {k}'s body holds cell {ring[i, k, j]} where grid = "
+            f"{grid[i, ring[i, k, j]]}; snake k's cells are {SNAKE} + k on the grid"
+        )
+    held = np.zeros(grid.shape, dtype=np.int64)  # times the bodies hold each cell
+    np.add.at(held, (envs[used], ring[used]), 1)
+    bad = held != (grid >= SNAKE)
+    if bad.any():
+        i, cell = _first(bad)
+        return f"env {i}: grid[{cell}] = {grid[i, cell]} and {held[i, cell]} body cells are there"
+    bad = (length > 0) & (head != ring[..., 0])
+    if bad.any():
+        i, k = _first(bad)
+        return f"env {i}: snake {k} head = {head[i, k]} but its body's head is {ring[i, k, 0]}"
+    bad = ~_inside_mask(p)[head[:, : p.num_snakes]]
+    if bad.any():
+        i, k = _first(bad)
+        return f"env {i}: agent snake {k} head = {head[i, k]} is not inside the walls"
+    gap = np.abs(np.diff(ring, axis=2))
+    bad = used[..., 1:] & (gap != 1) & (gap != p.width)
+    if bad.any():
+        i, k, j = _first(bad)
+        return (
+            f"env {i}: snake {k}'s body cells {ring[i, k, j]} and {ring[i, k, j + 1]} are not "
+            "neighbours"
+        )
+    return None
+
+
+def check_state(state, params) -> str | None:
+    """The invariants the step relies on, for state from a file (the fields' bounds hold):
+    see ``_map_problem`` and ``_snake_problem``."""
+    return _map_problem(state, params) or _snake_problem(state, params)
+
+
 # ------------------------------------------------------------------------------- render
 
 _GLYPHS = {EMPTY: ".", FOOD: "*", CORPSE: "x", WALL: "#"}
@@ -465,6 +583,7 @@ SPEC = GameSpec(
     reset_agent=reset_agent,
     obs_categories=OBS_CODES,
     choices={"bot_policy": BOT_POLICIES},
+    check_state=check_state,
 )
 
 

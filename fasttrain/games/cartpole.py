@@ -68,12 +68,16 @@ class CartPoleParams:
             raise ValueError("max_episode_steps must be >= 0 (0 means no limit)")
 
 
+# Every value indexes nothing and bounds no loop, so finite floats (the runtime's rule) and a
+# step count >= 0 are all a state from a file must hold: a position past a threshold ends the
+# episode at the next step. No bound reads the thresholds: a curriculum may change them between
+# steps, and a cart in flight may be where an earlier stage's thresholds let it be.
 STATE = (
     Field("x", lambda p: (), np.float64, "() cart position (m)"),
     Field("x_dot", lambda p: (), np.float64, "() cart velocity (m/s)"),
     Field("theta", lambda p: (), np.float64, "() pole angle from upright (rad)"),
     Field("theta_dot", lambda p: (), np.float64, "() pole angular velocity (rad/s)"),
-    Field("steps", lambda p: (), np.int32, "() steps in this episode"),
+    Field("steps", lambda p: (), np.int32, "() steps in this episode", low=0),
 )
 
 

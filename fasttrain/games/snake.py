@@ -67,15 +67,25 @@ def _cells(p):
     return (p.height * p.width,)
 
 
+def _num_cells(p):
+    return p.height * p.width
+
+
+def _last_cell(p):
+    return p.height * p.width - 1
+
+
+# Bounds read only the board size: a curriculum may change the other params between steps, so a
+# state may hold counters from an earlier stage's limits (docs/kernels.md#state-from-a-file).
 STATE = (
-    Field("body", _cells, np.int16, "(H*W,) ring buffer of cells r*W+c, tail first"),
-    Field("tail", lambda p: (), np.int32, "() ring index of the tail cell in body"),
-    Field("length", lambda p: (), np.int32, "() cells in the snake"),
-    Field("direction", lambda p: (), np.int8, "() current heading, 0..3"),
-    Field("fruit", lambda p: (), np.int32, "() fruit cell r*W+c, -1 when the board is full"),
-    Field("grid", _cells, np.uint8, "(H*W,) 1 where the snake is"),
-    Field("steps_since_food", lambda p: (), np.int32, "() steps since the last fruit"),
-    Field("steps", lambda p: (), np.int32, "() steps in this episode"),
+    Field("body", _cells, np.int16, "(H*W,) ring of cells r*W+c, tail first", 0, _last_cell),
+    Field("tail", lambda p: (), np.int32, "() ring index of the tail cell in body", 0, _last_cell),
+    Field("length", lambda p: (), np.int32, "() cells in the snake", START_LENGTH, _num_cells),
+    Field("direction", lambda p: (), np.int8, "() current heading, 0..3", UP, LEFT),
+    Field("fruit", lambda p: (), np.int32, "() fruit cell r*W+c, -1: board full", -1, _last_cell),
+    Field("grid", _cells, np.uint8, "(H*W,) 1 where the snake is", 0, 1),
+    Field("steps_since_food", lambda p: (), np.int32, "() steps since the last fruit", low=0),
+    Field("steps", lambda p: (), np.int32, "() steps in this episode", low=0),
 )
 
 
@@ -222,6 +232,75 @@ def step_one(i, io, s, p):
     write_obs(i, io, s, p)
 
 
+# ------------------------------------------------------------------------------- state check
+
+
+def _first_env(bad: np.ndarray) -> int:
+    """The env (leading index) of the first True in ``bad``."""
+    return int(np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)[0])
+
+
+def _ring(state, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each env's body cells in ring order from the tail, (N, H*W) int64, and which of them the
+    snake uses (the first ``length``)."""
+    slots = (state["tail"][:, None].astype(np.int64) + np.arange(cells)) % cells
+    ring = np.take_along_axis(state["body"].astype(np.int64), slots, axis=1)
+    return ring, np.arange(cells) < state["length"][:, None]
+
+
+def check_state(state, params) -> str | None:
+    """The invariants ``step_one`` relies on, for state from a file (the fields' bounds hold):
+    ``grid`` is 1 exactly on the ``length`` ring cells from ``tail`` (each once), so
+    ``place_fruit`` finds the free cells it counts and its rejection loop ends; consecutive
+    cells are neighbours and the head moved in ``direction``; the fruit is on a free cell, -1
+    only on a full board."""
+    height, width = params.height, params.width
+    cells = height * width
+    ring, used = _ring(state, cells)
+    envs = np.broadcast_to(np.arange(len(ring))[:, None], ring.shape)
+    covered = np.zeros(ring.shape, dtype=np.int64)  # times the used ring holds each cell
+    np.add.at(covered, (envs[used], ring[used]), 1)
+    bad = covered != state["grid"]
+    if bad.any():
+        i = _first_env(bad)
+        cell = int(np.flatnonzero(bad[i])[0])
+        return (
+            f"env {i}: grid[{cell}] = {int(state['grid'][i, cell])}, but the body "
+            f"({int(state['length'][i])} cells from ring slot {int(state['tail'][i])}) covers "
+            f"cell {cell} {int(covered[i, cell])} time(s); grid is 1 exactly on the body's "
+            "cells, each covered once"
+        )
+    rows, cols = ring // width, ring % width
+    steps = np.abs(np.diff(rows, axis=1)) + np.abs(np.diff(cols, axis=1))
+    bad = (steps != 1) & used[:, 1:]
+    if bad.any():
+        i = _first_env(bad)
+        k = int(np.flatnonzero(bad[i])[0])
+        return f"env {i}: body cells {ring[i, k]} and {ring[i, k + 1]} are not neighbours"
+    head = state["length"].astype(np.int64)[:, None] - 1  # ring positions of head and neck
+    dr = (np.take_along_axis(rows, head, 1) - np.take_along_axis(rows, head - 1, 1))[:, 0]
+    dc = (np.take_along_axis(cols, head, 1) - np.take_along_axis(cols, head - 1, 1))[:, 0]
+    moved = np.select([dr == -1, dc == 1, dr == 1], [UP, RIGHT, DOWN], LEFT)
+    bad = moved != state["direction"]
+    if bad.any():
+        i = _first_env(bad)
+        return (
+            f"env {i}: direction = {int(state['direction'][i])} but the head last moved "
+            f"{int(moved[i])} (0 up, 1 right, 2 down, 3 left)"
+        )
+    fruit = state["fruit"].astype(np.int64)
+    full = state["length"] == cells
+    on_body = state["grid"][np.arange(len(fruit)), np.maximum(fruit, 0)] != 0
+    bad = ((fruit < 0) != full) | ((fruit >= 0) & on_body)
+    if bad.any():
+        i = _first_env(bad)
+        return (
+            f"env {i}: fruit = {int(fruit[i])} with length = {int(state['length'][i])} of "
+            f"{cells} cells; valid: a free cell, -1 only when the board is full"
+        )
+    return None
+
+
 # ------------------------------------------------------------------------------- render
 
 
@@ -271,6 +350,7 @@ SPEC = GameSpec(
     step_one=step_one,
     render_text=render_text,
     render_rgb=render_rgb,
+    check_state=check_state,
 )
 
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import fasttrain
+from fasttrain.games.arena import SPEC
+from fasttrain.kernels.statecheck import StateError, state_problem
 
 # tiles and observation codes as the docstring documents them (written out, not imported)
 EMPTY, FOOD, CORPSE, WALL, SNAKE = 0, 1, 2, 3, 5  # map tiles, from the docstring
@@ -463,3 +465,144 @@ def test_render_crops_a_large_map_around_snake_0(height, width, head, top_left):
         lines[-1]
         == f"(rows {r0}-{r1 - 1}, columns {c0}-{c1 - 1} of {height}x{width}, around snake 0)"
     )
+
+
+# ------------------------------------------------------------------------------- state from a file
+
+PLAYED = [  # full-length snakes and a bot slot never used / crowded maps, waiting snakes, time-outs
+    dict(width=8, height=8, vision=1, num_snakes=3, num_food=6, max_snake_length=5, max_bots=2,
+         num_bots=1, bot_policy="random"),
+    dict(width=7, height=7, vision=1, num_snakes=4, num_food=10, max_snake_length=16, max_bots=3,
+         num_bots=3, bot_policy="cautious", max_episode_steps=30, leave_corpse_on_death=False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("params", PLAYED)
+def test_every_state_random_play_reaches_loads(params):
+    """Guards the bounds against being tighter than the game, with the bots and the food changed
+    between steps as a curriculum does (states from the earlier stage's params are in flight)."""
+    env = fasttrain.make("arena", num_envs=16, backend="cpu", seed=3, **params)
+    gen = np.random.default_rng(4)
+    seen = {"waiting": 0, "full": 0, "ended": 0}
+    for t in range(900):
+        if t in (300, 600):
+            stage = {"num_bots": 0, "num_food": 1} if t == 300 else {"num_bots": params["max_bots"]}
+            env.set_params(**{**params, **stage})
+        env.step(gen.integers(0, 4, env.num_rows))
+        length = env.state["length"]
+        seen["waiting"] += int((length[:, : params["num_snakes"]] == 0).sum())
+        seen["full"] += int((length == params["max_snake_length"]).sum())
+        seen["ended"] += int((env.terminated | env.truncated).sum())
+        if t % 5 == 0:
+            state = env.state_dict()
+            assert state_problem(SPEC, SPEC.make_params(**params), state, 4) is None, t
+    assert seen["full" if params["max_snake_length"] == 5 else "waiting"] > 0
+    assert seen["ended"] > 100
+
+
+@pytest.fixture
+def placed():
+    """10x10, vision 2: agent 0 a-A, agent 1 b-b-B, bot c, a food and a corpse."""
+    env = make(max_bots=1, num_bots=1)
+    place(env, [[(4, 3), (4, 4)], [(6, 6), (6, 7), (5, 7)], [(3, 6)]], [(2, 2)], [(7, 3)])
+    return env
+
+
+def _refused(env, change) -> str:
+    """Load ``state_dict()`` with ``change(state)`` applied: the one-line refusal, after checking
+    that nothing was written."""
+    before = env.state_dict()
+    state = {name: array.copy() for name, array in before.items()}
+    change(state)
+    with pytest.raises(StateError) as info:
+        env.load_state_dict(state)
+    for name, array in env.state_dict().items():
+        np.testing.assert_array_equal(array, before[name], err_msg=name)
+    message = str(info.value)
+    assert message.startswith("game 'arena' state, env 0: ") and "\n" not in message
+    return message
+
+
+def _put(**values):
+    """A change that writes ``name=(index, value)`` (env 0), or ``name=value`` for a scalar."""
+
+    def change(state):
+        for name, value in values.items():
+            index, value = value if isinstance(value, tuple) else ((), value)
+            state[name][(0, *index)] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "value", "valid"),
+    [
+        ("grid", (0,), -1, "0 to 7"),  # 2 agents and 1 bot: snakes are 5, 6 and 7
+        ("grid", (23,), 8, "0 to 7"),
+        ("tiles", (23,), 6, "0 to 5"),
+        ("body", (0, 5), -1, "0 to 99"),  # a slot no snake uses: every slot is a cell
+        ("body", (1, 0), 100, "0 to 99"),
+        ("body", (1, 0), 2_000_000_000, "0 to 99"),
+        ("head_slot", (0,), -1, "0 to 63"),
+        ("head_slot", (2,), 64, "0 to 63"),
+        ("head", (1,), -1, "0 to 99"),
+        ("head", (2,), 100, "0 to 99"),
+        ("length", (0,), -1, "0 to 64"),
+        ("length", (1,), 65, "0 to 64"),
+        ("steps", (0,), -1, "0 to any"),
+        ("missing_food", (), -1, "0 to 36"),
+        ("missing_food", (), 37, "0 to 36"),
+        ("food_count", (), -2_000_000_000, "0 to 36"),  # the step's top-up loop would not end
+        ("food_count", (), 37, "0 to 36"),
+        ("bot_score", (0,), -1, "0 to any"),
+        ("bot_done_food", (), -1.0, "0 to any"),
+        ("bot_done_steps", (), -1.0, "0 to any"),
+        ("bot_done_lives", (), np.nan, "0 to any"),
+    ],
+)
+def test_a_field_outside_its_range_is_refused(placed, name, index, value, valid):
+    message = _refused(placed, _put(**{name: (index, value)}))
+    assert message.endswith(f"{name} = {value!r}; valid: {valid}")
+
+
+def _waiting_on_the_wall(state):
+    """Agent 0 between lives (its cells cleared), its last head on the wall: its window would
+    be read off the map."""
+    _put(length=((0,), 0), head=((0,), 0))(state)
+    for cell in (43, 44):
+        _put(grid=((cell,), EMPTY), tiles=((cell,), EMPTY))(state)
+
+
+def _swap_body(state):
+    state["body"][0, 1, [0, 1]] = state["body"][0, 1, [1, 0]]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (_put(grid=((0,), EMPTY), tiles=((0,), EMPTY)), "grid[0] = 0; the outer vision = 2 rows"),
+        (_put(grid=((23,), WALL), tiles=((23,), WALL)), "grid[23] = 3; the outer vision = 2 "),
+        (_put(grid=((23,), OWN), tiles=((23,), OWN)), "grid[23] = 4; valid: 0 to 3 or a snake"),
+        (_put(tiles=((43,), EMPTY)), "tiles[43] = 0 with grid[43] = 5; tiles is grid with every"),
+        (_put(food_count=2), "food_count = 2 but the map holds 1 food"),
+        (_put(grid=((43,), S1)), "snake 0's body holds cell 43 where grid = 6; snake k's cells"),
+        (_put(grid=((23,), S0), tiles=((23,), SNAKE)), "grid[23] = 5 and 0 body cells are there"),
+        (_put(body=((1, 1), 66)), "grid[66] = 6 and 2 body cells are there"),
+        (_put(head=((0,), 43)), "snake 0 head = 43 but its body's head is 44"),
+        (_waiting_on_the_wall, "agent snake 0 head = 0 is not inside the walls"),
+        (_swap_body, "snake 1's body cells 57 and 66 are not neighbours"),
+    ],
+)
+def test_a_state_against_the_game_s_invariants_is_refused(placed, change, says):
+    assert says in _refused(placed, change)
+
+
+def test_a_refused_state_never_reaches_the_step(placed):
+    """After the refusal the env steps on from its own state, as if nothing had been offered."""
+    twin = make(max_bots=1, num_bots=1)
+    twin.load_state_dict(placed.state_dict())
+    _refused(placed, _put(food_count=-2_000_000_000))
+    for env in (placed, twin):
+        env.step(np.array([UP, LEFT]))
+    for name, array in placed.state_dict().items():
+        np.testing.assert_array_equal(array, twin.state_dict()[name], err_msg=name)

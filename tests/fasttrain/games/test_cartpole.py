@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import fasttrain
-from fasttrain.games.cartpole import CartPoleParams, failed
+from fasttrain.games.cartpole import SPEC, CartPoleParams, failed
+from fasttrain.kernels.statecheck import StateError, state_problem
 
 gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv  # noqa: E402
@@ -202,3 +203,48 @@ def test_render_shows_cart_and_angle():
     text = env.render(0)
     track = text.splitlines()[0]
     assert track.endswith("o|") and "theta=+5.00deg /" in text
+
+
+# ------------------------------------------------------------------------------- state from a file
+
+
+def test_every_state_random_play_reaches_loads_whatever_the_thresholds():
+    """Bounds read no param a curriculum may change: a cart in flight where a wider stage let
+    it go still loads under the narrower thresholds."""
+    env = fasttrain.make("cartpole", num_envs=32, backend="cpu", seed=2, x_threshold=9.0)
+    gen = np.random.default_rng(2)
+    narrow = CartPoleParams()
+    wide = 0
+    for t in range(400):
+        st = env.state  # balance the pole, mostly: the cart drifts far
+        balance = (st["theta"] + 0.5 * st["theta_dot"] > 0).astype(np.int64)
+        env.step(np.where(gen.random(env.num_rows) < 0.2, gen.integers(0, 2, 32), balance))
+        wide += int((np.abs(env.state["x"]) > narrow.x_threshold).sum())
+        if t % 5 == 0:
+            assert state_problem(SPEC, narrow, env.state_dict(), 2) is None, t
+    assert wide > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "valid"),
+    [
+        ("steps", -1, "0 to any"),
+        ("x", np.inf, "finite"),
+        ("x_dot", np.nan, "finite"),
+        ("theta", -np.inf, "finite"),
+        ("theta_dot", np.nan, "finite"),
+    ],
+)
+def test_a_field_outside_its_range_is_refused_and_never_reaches_the_step(name, value, valid):
+    env = fasttrain.make("cartpole", num_envs=3, backend="cpu", seed=0)
+    twin = fasttrain.make("cartpole", num_envs=3, backend="cpu", seed=0)
+    state = env.state_dict()
+    state[name] = state[name].copy()
+    state[name][1] = value
+    with pytest.raises(StateError) as info:
+        env.load_state_dict(state)
+    assert str(info.value) == f"game 'cartpole' state, env 1: {name} = {value!r}; valid: {valid}"
+    for e in (env, twin):  # nothing was written: both step on alike
+        e.step(np.array([0, 1, 0]))
+    for key, array in env.state_dict().items():
+        np.testing.assert_array_equal(array, twin.state_dict()[key], err_msg=key)

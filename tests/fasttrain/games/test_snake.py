@@ -10,6 +10,7 @@ import pytest
 
 from fasttrain.games.snake import DOWN, LEFT, RIGHT, SPEC, UP, move_head, place_fruit, turn
 from fasttrain.kernels import KernelEnv, seed_streams
+from fasttrain.kernels.statecheck import StateError, state_problem
 
 OPPOSITE = {UP: DOWN, DOWN: UP, LEFT: RIGHT, RIGHT: LEFT}
 
@@ -345,3 +346,159 @@ def test_render_text(snake):
     snake.set(env, [(1, 0), (1, 1), (1, 2)], RIGHT, fruit=(3, 3))
     expected = "\n".join(["+-----+", "|.....|", "|oo@..|", "|.....|", "|...*.|", "+-----+"])
     assert env.render(0) == expected
+
+
+# ------------------------------------------------------------------------------- state from a file
+
+
+def _safe_random(env, gen) -> np.ndarray:
+    """Per env a random action among those that do not die now (any one if none is safe), so
+    that small boards are won."""
+    st, h, w = env.state, env.params.height, env.params.width
+    cells = h * w
+    n = len(st["length"])
+    head = st["body"][np.arange(n), (st["tail"] + st["length"] - 1) % cells].astype(np.int64)
+    tail = st["body"][np.arange(n), st["tail"]].astype(np.int64)
+    safe = np.zeros((n, 4), dtype=bool)
+    for a in range(4):
+        d = np.where(a == st["direction"] ^ 2, st["direction"], a)  # into the neck: straight
+        r = head // w + np.select([d == UP, d == DOWN], [-1, 1], 0)
+        c = head % w + np.select([d == LEFT, d == RIGHT], [-1, 1], 0)
+        inside = (r >= 0) & (r < h) & (c >= 0) & (c < w)
+        new = np.where(inside, r * w + c, 0)
+        free = st["grid"][np.arange(n), new] == 0
+        safe[:, a] = inside & (free | ((new == tail) & (new != st["fruit"])))
+    keys = gen.random((n, 4)) + safe  # the safe actions rank first, in random order
+    return keys.argmax(axis=1)
+
+
+def _played(height, width, seed, num_envs=32, num_steps=600):
+    """States safe random play produces (every 5th step), and the wins and ended episodes."""
+    env = KernelEnv(SPEC, num_envs, "cpu", SPEC.make_params(height=height, width=width), seed=seed)
+    env.reset()
+    gen = np.random.default_rng(seed)
+    states, wins, ended = [], 0, 0
+    for t in range(num_steps):
+        env.arrays["actions"][...] = _safe_random(env, gen)
+        env.step()
+        wins += int((env.arrays["terminated"] & (env.arrays["rewards"] > 0)).sum())
+        ended += int((env.arrays["terminated"] | env.arrays["truncated"]).sum())
+        if t % 5 == 0:
+            states.append(env.state_dict())
+    return env, states, wins, ended
+
+
+def test_every_state_random_play_reaches_loads():
+    """Guards the bounds against being tighter than the game: wins, deaths, time-outs."""
+    wins = 0
+    for seed, (height, width) in enumerate([(3, 3), (4, 5)]):
+        env, states, won, ended = _played(height, width, seed)
+        wins += won
+        assert ended > 50
+        for state in states:
+            assert state_problem(SPEC, env.params, state, 4) is None
+    assert wins > 0
+
+
+def test_a_full_board_loads(snake):
+    """The state of a win (length = every cell, no fruit) is one the game makes."""
+    env = snake.make("python", height=3, width=3)
+    serpentine = [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0), (2, 0), (2, 1), (2, 2)]
+    snake.set(env, serpentine, RIGHT, fruit=None, tail=4)
+    env.load_state_dict(env.state_dict())
+    assert snake.cells(env) == serpentine
+
+
+@pytest.fixture
+def played(snake):
+    """Three envs on a 6x6 board, env 1 a hand-placed snake whose ring wraps."""
+    env = snake.make("cpu", num_envs=3, seed=2, height=6, width=6)
+    snake.set(env, [(3, 1), (3, 2), (2, 2), (2, 3)], RIGHT, fruit=(5, 5), i=1, tail=34)
+    return env
+
+
+def _refused(env, change) -> str:
+    """Load ``state_dict()`` with ``change(state)`` applied: the one-line refusal, after
+    checking that nothing was written."""
+    before = env.state_dict()
+    state = {name: array.copy() for name, array in before.items()}
+    change(state)
+    with pytest.raises(StateError) as info:
+        env.load_state_dict(state)
+    for name, array in env.state_dict().items():
+        np.testing.assert_array_equal(array, before[name], err_msg=name)
+    message = str(info.value)
+    assert message.startswith("game 'snake' state, env 1: ") and "\n" not in message
+    return message
+
+
+def _put(name, value, index=()):
+    def change(state):
+        state[name][(1, *index)] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "value", "valid"),
+    [
+        ("body", (7,), -1, "0 to 35"),  # a slot outside the ring: every slot is a cell
+        ("body", (0,), 36, "0 to 35"),
+        ("tail", (), -1, "0 to 35"),
+        ("tail", (), 36, "0 to 35"),
+        ("length", (), 2, "3 to 36"),
+        ("length", (), 37, "3 to 36"),
+        ("length", (), 2_000_000_000, "3 to 36"),
+        ("direction", (), -1, "0 to 3"),
+        ("direction", (), 4, "0 to 3"),
+        ("fruit", (), -2, "-1 to 35"),
+        ("fruit", (), 36, "-1 to 35"),
+        ("fruit", (), 100_000_000, "-1 to 35"),
+        ("grid", (4,), 2, "0 to 1"),
+        ("steps_since_food", (), -1, "0 to any"),
+        ("steps", (), -1, "0 to any"),
+    ],
+)
+def test_a_field_outside_its_range_is_refused(played, name, index, value, valid):
+    message = _refused(played, _put(name, value, index))
+    assert message.endswith(f"{name} = {value}; valid: {valid}")
+
+
+def _grid_full(state):
+    state["grid"][1] = 1  # place_fruit's rejection loop would never find a free cell
+
+
+def _body_jumps(state):
+    state["body"][1, [34, 35]] = state["body"][1, [35, 34]]  # same cells, not in a line
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (_grid_full, "grid[0] = 1, but the body (4 cells from ring slot 34) covers cell 0 0 time"),
+        (_put("grid", 0, (20,)), "grid[20] = 0, but the body (4 cells from ring slot 34) covers"),
+        (
+            _put("length", 5),
+            "grid[0] = 0, but the body (5 cells from ring slot 34) covers cell 0 1",
+        ),
+        (_put("body", 13, (0,)), "grid[13] = 0, but the body (4 cells from ring slot 34) covers"),
+        (_body_jumps, "body cells 19 and 14 are not neighbours"),
+        (_put("direction", UP), "direction = 0 but the head last moved 1"),
+        (_put("fruit", 14), "fruit = 14 with length = 4 of 36 cells; valid: a free cell"),
+        (_put("fruit", -1), "fruit = -1 with length = 4 of 36 cells"),
+    ],
+)
+def test_a_state_against_the_game_s_invariants_is_refused(played, change, says):
+    assert says in _refused(played, change)
+
+
+def test_a_refused_state_never_reaches_the_step(played):
+    """After the refusal the env steps on from its own state, as if nothing had been offered."""
+    twin = KernelEnv(SPEC, 3, "cpu", played.params, seed=2)
+    twin.load_state_dict(played.state_dict())
+    _refused(played, _put("fruit", 100_000_000))
+    for env in (played, twin):
+        env.arrays["actions"][...] = UP
+        env.step()
+    for name, array in played.state_dict().items():
+        np.testing.assert_array_equal(array, twin.state_dict()[name], err_msg=name)
