@@ -181,7 +181,9 @@ class Field:
     ``low`` and ``high`` bound every value the game can put in it (inclusive; a number or a
     function of the params; ``None``: no bound beyond the dtype's). ``load_state_dict`` refuses
     state from a file with a value outside them, so an index field must declare the range that
-    keeps every array access in bounds. Float fields must also be finite.
+    keeps every array access in bounds. Float fields must also be finite. A bound may read only
+    params that set buffer shapes: a resumed state is checked before a curriculum restores its
+    stage, and episodes in flight keep values an earlier stage allowed.
     """
 
     name: str
