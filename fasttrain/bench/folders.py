@@ -31,6 +31,7 @@ SUMMARY_FIELDS = {  # what the suite reads of a summary.json, and its type
     "stopped_early": bool,
     "precision": str,
 }
+KINDS = {str: "a string", int: "a whole number", bool: "true or false"}
 MISSING = object()
 
 
@@ -117,7 +118,7 @@ def read_summary(run_dir: Path) -> dict | None:
         value = data.get(key, MISSING)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             shown = "nothing" if value is MISSING else _shown(value)
-            raise BrokenRun(f"summary.json has {key} = {shown}, not a {kind.__name__}")
+            raise BrokenRun(f"summary.json has {key} = {shown}, not {KINDS[kind]}")
     return data
 
 

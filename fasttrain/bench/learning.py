@@ -193,7 +193,10 @@ def read_or_train(config, run_dir: Path, seed: int, budget_s, echo) -> RunResult
     if result is None:
         echo(f"{game} seed {seed}: training into {run_dir}")
         train(config, run_dir, budget_s, echo=lambda *a, **k: None)
-        result = read_result(run_dir, game, seed, REFERENCES[game])
+        try:
+            result = read_result(run_dir, game, seed, REFERENCES[game])
+        except BrokenRun as exc:  # a resumed run that had ended before its summary was written
+            raise BrokenRun(f"{run_dir}: {exc}; move the folder aside to train it again") from None
     return result
 
 

@@ -110,7 +110,7 @@ def summary_with(run, text: str):
         (lambda text: text[: len(text) // 2], "summary.json is not JSON"),
         (lambda text: "[1, 2]", "summary.json holds a list, not a run summary"),
         (lambda text: text.replace('"interrupted": false', '"interrupted": "no"'), "interr"),
-        (lambda text: text.replace('"algo": "ppo"', '"algo": 3'), "has algo = 3, not a str"),
+        (lambda text: text.replace('"algo": "ppo"', '"algo": 3'), "has algo = 3, not a string"),
         (lambda text: text.replace('"global_step": 512', '"global_step": 1.5'), "global_step"),
         (lambda text: text.replace('"global_step": 512', '"global_step": true'), "global_step"),
     ],
