@@ -569,13 +569,24 @@ main.add_command(bench)
 
 
 def entry():
-    """The ``fasttrain`` command: ``main`` with a Ctrl-C during start-up ending in one line."""
+    """The ``fasttrain`` command: ``main`` with a Ctrl-C during start-up ending in one line,
+    and an exit that a background compile still running cannot turn into an abort."""
     startup.release()  # the imports are done: each command takes the signals as it chooses
     try:
         main()
+        code = 0  # not reached: click's main ends in sys.exit
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        code = 130
+    except SystemExit as exc:
+        code = exc.code
+    if isinstance(code, str):  # sys.exit("message"): Python prints it and exits 1
+        click.echo(code, err=True)
+        code = 1
+    compiling = sys.modules.get("fasttrain.compile")  # imported (with torch) by runs only
+    if compiling is not None:
+        compiling.exit_while_compiling(code or 0)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

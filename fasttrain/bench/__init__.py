@@ -48,6 +48,12 @@ with the timings of ``measure``, ``report`` prints and writes.
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import signal
+import sys
+import threading
 import time
 
 import click
@@ -58,6 +64,16 @@ from fasttrain.bench.report import machine_info, report
 from fasttrain.bench.stages import run_stages
 
 __all__ = ["bench", "parse_num_envs", "time_repeats"]
+
+
+def check_budget(ctx, param, value):
+    """``--budget``: a finite number of seconds (click's range lets NaN and inf through)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(
+            f"training seconds > 0 such as 600, got {value:g} (leave it out for each preset's "
+            "whole run)"
+        )
+    return value
 
 
 @click.command()
@@ -174,6 +190,7 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
 @click.option(
     "--budget",
     type=click.FloatRange(min=0, min_open=True),
+    callback=check_budget,
     default=None,
     help="--learning: training seconds per run at most (default: each preset's whole run).",
 )
@@ -194,7 +211,9 @@ __all__ = ["bench", "parse_num_envs", "time_repeats"]
     type=click.Path(file_okay=False),
     default=None,
     help="--learning: folder of the runs and the results; a finished run there (or one this "
-    "--budget cut) is read, not run again [default: runs/learning-<algo>-<time>].",
+    "--budget cut) of the same game, learner, settings, steps and seed is read, not run again; "
+    "another run's folder is renamed <folder>.old and trained again "
+    "[default: runs/learning-<algo>-<time>].",
 )
 @click.option(
     "--set",
@@ -228,7 +247,9 @@ def bench(learning, seeds, budget, steps, algo, out, sets, **options):
 
         games = list(dict.fromkeys(options["game_names"])) or list(DEFAULT_GAMES)
         out = out or time.strftime(f"runs/learning-{algo or 'default'}-%Y%m%d-%H%M%S")
-        run_suite(games, parse_seeds(seeds), algo, budget, steps, options["device"], sets, out)
+        seeds = parse_seeds(seeds)
+        with suite_signals(out):
+            run_suite(games, seeds, algo, budget, steps, options["device"], sets, out)
         return
     plan = make_plan(**options)  # every check happens here, before anything is measured
     numba.set_num_threads(plan.threads)
@@ -237,3 +258,32 @@ def bench(learning, seeds, budget, steps, algo, out, sets, **options):
     machine = machine_info(plan.threads)
     results = run_stages(plan)
     report(plan, results, machine, started)
+
+
+@contextlib.contextmanager
+def suite_signals(out):
+    """SIGINT and SIGTERM during ``bench --learning``: inside a run's training loop the run
+    saves its checkpoint at the iteration boundary (``fasttrain.runner``), anywhere else
+    nothing unsaved is lost and the suite ends at once; then one line, and exit 130 / 143. The
+    same command continues the suite."""
+    from fasttrain.startup import EXIT_CODES
+
+    again = f"every run keeps its last checkpoint; the same command continues the suite in {out}"
+
+    def at_once(signum, frame):  # between runs, or while one starts: nothing to save
+        with contextlib.suppress(Exception):  # a write this signal interrupted: say it anyway
+            sys.stdout.flush()
+        os.write(2, f"interrupted ({signal.Signals(signum).name}): {again}\n".encode())
+        os._exit(EXIT_CODES[signum])
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, at_once) for s in EXIT_CODES} if main_thread else {}
+    try:
+        yield
+    except KeyboardInterrupt as exc:  # a run stopped on the signal and saved its checkpoint
+        code = getattr(exc, "exit_code", EXIT_CODES[signal.SIGINT])
+        click.echo(f"interrupted ({signal.Signals(code - 128).name}): {again}", err=True)
+        sys.exit(code)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -15,7 +15,9 @@ The final score of a run is the mean of its metrics rows in the last ``FINAL_SHA
 steps (one row holds only the episodes of one iteration, which swing from row to row). A run that
 finished before (its ``summary.json`` says it ran to its end, or this call's ``--budget`` stopped
 it) is read, not run again, and one cut short resumes from its checkpoint, so a suite of hours
-can be stopped and continued.
+can be stopped and continued; only the run this call would make counts (same game, learner,
+settings, steps and seed: ``fasttrain.bench.folders``), any other folder is set aside and its
+run trained again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import click
 
+from fasttrain.bench.folders import BrokenRun, foreign, read_rows, read_summary, set_aside
 from fasttrain.errors import ConfigError
 
 FINAL_SHARE = 0.05  # the share of a run's last steps whose rows make its final score
@@ -101,16 +104,13 @@ def final_value(steps: list[int], values: list[float]) -> float:
 
 
 def read_result(run_dir: Path, game: str, seed: int, reference: Reference) -> RunResult:
-    """A run's figures from its metrics.csv (and summary.json and config.toml)."""
-    with open(run_dir / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise ConfigError(f"{run_dir}/metrics.csv has no rows")
-    column = COLUMNS[reference.metric]
-    steps = [int(float(r["global_step"])) for r in rows]
-    times = [float(r["time_s"]) for r in rows]
-    values = [_float(r.get(column)) for r in rows]
-    summary = json.loads((run_dir / "summary.json").read_text())
+    """A run's figures from its metrics.csv and summary.json; a file that cannot be read as a
+    run's raises ``BrokenRun`` naming it."""
+    rows = read_rows(run_dir, COLUMNS[reference.metric])
+    summary = read_summary(run_dir)
+    if summary is None:
+        raise BrokenRun("summary.json is missing")
+    steps, times, values = rows.steps, rows.times, rows.values
     to_reference = {}
     for fraction in FRACTIONS:
         goal = fraction * reference.value
@@ -120,14 +120,14 @@ def read_result(run_dir: Path, game: str, seed: int, reference: Reference) -> Ru
         game=game,
         seed=seed,
         run_dir=str(run_dir),
-        algo=summary.get("algo", "?"),
+        algo=summary["algo"],
         steps=steps[-1],
         seconds=times[-1],
         sps=steps[-1] / times[-1] if times[-1] > 0 else math.nan,
         final=final_value(steps, values),
         best=max((v for v in values if math.isfinite(v)), default=math.nan),
         to_reference=to_reference,
-        precision=summary.get("precision", "?"),
+        precision=summary["precision"],
         curve=[(t, v) for t, v in zip(times, values, strict=True) if math.isfinite(v)],
     )
 
@@ -146,19 +146,19 @@ def finished(run_dir: Path, budget_s: float | None = None) -> bool:
     """The run in ``run_dir`` ran to its end, or was stopped by a budget of training seconds
     this call's ``budget_s`` has used up too (a larger budget trains it on); not interrupted."""
     try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
+        summary = read_summary(run_dir)
+    except BrokenRun:
         return False
-    if summary.get("interrupted"):
+    if summary is None or summary["interrupted"]:
         return False
-    if not summary.get("stopped_early"):
+    if not summary["stopped_early"]:
         return True
     if budget_s is None:
         return False
     try:
         with open(run_dir / "metrics.csv", newline="") as f:
             last = next(reversed(list(csv.DictReader(f))), {})
-    except OSError:  # no rows to read: train it (again)
+    except (OSError, UnicodeDecodeError, csv.Error):  # no rows to read: train it (again)
         return False
     return _float(last.get("time_s")) >= budget_s
 
@@ -173,6 +173,31 @@ def train(config, run_dir: Path, budget_s: float | None, echo) -> None:
 
     resume = run_dir if (run_dir / "checkpoint.pt").exists() else None
     run(config, out=None if resume else run_dir, resume=resume, echo=echo, on_row=on_row)
+
+
+def read_or_train(config, run_dir: Path, seed: int, budget_s, echo) -> RunResult:
+    """The result of ``config``'s run in ``run_dir``: read where it finished before, trained
+    (or resumed) otherwise. A folder of another run, or with files that cannot be read as a
+    run's, is set aside (see ``fasttrain.bench.folders``) and the run trained again."""
+    game = config.game.name
+    problem, result = foreign(run_dir, config), None
+    if problem is None and finished(run_dir, budget_s):
+        try:
+            result = read_result(run_dir, game, seed, REFERENCES[game])
+            echo(f"{run_dir}: finished before, read as it is")
+        except BrokenRun as exc:
+            problem = str(exc)
+    if problem is not None:
+        aside = set_aside(run_dir)
+        echo(f"{run_dir}: {problem}; moved to {aside.name}, training it again")
+    if result is None:
+        echo(f"{game} seed {seed}: training into {run_dir}")
+        train(config, run_dir, budget_s, echo=lambda *a, **k: None)
+        try:
+            result = read_result(run_dir, game, seed, REFERENCES[game])
+        except BrokenRun as exc:  # a resumed run that had ended before its summary was written
+            raise BrokenRun(f"{run_dir}: {exc}; move the folder aside to train it again") from None
+    return result
 
 
 def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str, sets):
@@ -224,12 +249,7 @@ def run_suite(
     started = time.perf_counter()
     for (game, seed), config in configs.items():
         run_dir = out / f"{game}-{learner_of(game, algo)}-seed{seed}"
-        if finished(run_dir, budget_s):
-            echo(f"{run_dir}: finished before, read as it is")
-        else:
-            echo(f"{game} seed {seed}: training into {run_dir}")
-            train(config, run_dir, budget_s, echo=lambda *a, **k: None)
-        result = read_result(run_dir, game, seed, REFERENCES[game])
+        result = read_or_train(config, run_dir, seed, budget_s, echo)
         echo(
             f"  final {REFERENCES[game].metric} {result.final:.2f} (best row {result.best:.2f}) "
             f"after {result.steps:,} steps in {result.seconds:.0f} s at {result.sps:,.0f} SPS"

@@ -11,8 +11,10 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -250,3 +252,60 @@ def test_bad_core_fails_before_measuring(args, message):
     assert done.returncode == 2
     assert message in done.stderr and "bench:" not in done.stderr
     assert len([ln for ln in done.stderr.splitlines() if ln.startswith("Error")]) == 1
+
+
+# ------------------------------------------------------------------ signals during --learning
+
+
+def test_a_signal_during_the_learning_suite_exits_with_its_code(monkeypatch, tmp_path, capfd):
+    """Between runs a signal ends the suite at once (nothing unsaved to lose); a run stopped by
+    one saved first (``RunInterrupted``): either way one line and exit 143 / 130, not click's
+    "Aborted!" and exit 1."""
+    import fasttrain.bench as bench_module
+    from fasttrain.runner import RunInterrupted
+
+    exits = []
+    monkeypatch.setattr(bench_module.os, "_exit", exits.append)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    again = (
+        f"every run keeps its last checkpoint; the same command continues the suite in {tmp_path}"
+    )
+    with bench_module.suite_signals(tmp_path):
+        os.kill(os.getpid(), signal.SIGTERM)  # handled before the next line runs
+        os.kill(os.getpid(), signal.SIGINT)
+    assert exits == [143, 130]
+    assert capfd.readouterr().err == (
+        f"interrupted (SIGTERM): {again}\ninterrupted (SIGINT): {again}\n"
+    )
+    for signum, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+        with pytest.raises(SystemExit) as stopped, bench_module.suite_signals(tmp_path):
+            raise RunInterrupted(signum)
+        assert stopped.value.code == code
+        assert capfd.readouterr().err == f"interrupted ({signum.name}): {again}\n"
+    assert {s: signal.getsignal(s) for s in handlers} == handlers  # given back
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_learning_run_saves_and_exits_143(tmp_path):
+    from fasttrain import checkpoint
+    from tests.cli import finish, start_cli
+
+    args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--steps", "100000000"]
+    sets = ["run.compile=off", "model.hidden=32", "run.torch_threads=1", "run.numba_threads=1"]
+    proc = start_cli(*args, "--out", tmp_path, *[a for s in sets for a in ("--set", s)])
+    rows = tmp_path / "cartpole-ppo-seed0" / "metrics.csv"
+    deadline = time.monotonic() + 120
+    while not (rows.exists() and rows.stat().st_size) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no metrics row in time"
+        time.sleep(0.02)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    result = finish(proc)
+    assert result.returncode == 143, result.stderr[-1500:]
+    assert result.stderr.strip().splitlines() == [
+        "interrupted (SIGTERM): every run keeps its last checkpoint; the same command continues "
+        f"the suite in {tmp_path}"
+    ]
+    assert checkpoint.load(tmp_path / "cartpole-ppo-seed0")["global_step"] > 0
+    summary = json.loads((tmp_path / "cartpole-ppo-seed0" / "summary.json").read_text())
+    assert summary["interrupted"] is True

@@ -6,6 +6,7 @@ import csv
 import importlib
 import json
 import math
+import shutil
 import statistics
 
 import pytest
@@ -65,12 +66,75 @@ def test_the_suite_trains_every_game_and_seed_and_writes_its_table(suite):
 def test_a_second_call_reads_the_finished_runs_instead_of_training_again(suite):
     out, _ = suite
     before = (out / "cartpole-ppo-seed0" / "metrics.csv").read_bytes()
-    result = CliRunner().invoke(
-        main, ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--out", str(out)]
-    )
+    args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--steps", "2048"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), *SMALL])
     assert result.exit_code == 0, result.output
     assert "finished before, read as it is" in result.output
+    assert "training" not in result.output
     assert (out / "cartpole-ppo-seed0" / "metrics.csv").read_bytes() == before
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def drop_column(path):
+    path.write_text(path.read_text().replace("charts/episodic_return", "return", 1))
+
+
+@pytest.mark.parametrize(
+    "source, steps, change, words",
+    [
+        (
+            "snake-ppo-seed0",
+            "2048",
+            None,
+            "its config.toml was made with game.name = 'snake', this call runs 'cartpole'",
+        ),
+        (
+            "cartpole-ppo-seed0",
+            "1024",
+            None,
+            "its config.toml was made with ppo.total_timesteps = 2048, this call runs 1024",
+        ),
+        (
+            "cartpole-ppo-seed0",
+            "2048",
+            ("summary.json", truncate),
+            "summary.json is not JSON (cut short, or not a run summary)",
+        ),
+        (
+            "cartpole-ppo-seed0",
+            "2048",
+            ("metrics.csv", drop_column),
+            "metrics.csv has no column charts/episodic_return",
+        ),
+    ],
+    ids=["a snake run", "other steps", "broken summary", "broken metrics"],
+)
+def test_a_folder_not_of_this_calls_run_is_set_aside_and_trained_again(
+    suite, tmp_path, source, steps, change, words
+):
+    """A finished run of another game, other --steps, or with a file that cannot be read in a
+    seed's folder: one line, the folder kept beside as it was, the run trained as planned."""
+    out, _ = suite
+    run_dir = tmp_path / "cartpole-ppo-seed0"
+    shutil.copytree(out / source, run_dir)
+    if change is not None:
+        change[1](run_dir / change[0])
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--steps", steps]
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path), *SMALL])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert f"{run_dir}: {words}; moved to cartpole-ppo-seed0.old, training it again\n" in (
+        result.output
+    )
+    aside = tmp_path / "cartpole-ppo-seed0.old"
+    assert {p.name: p.read_bytes() for p in aside.iterdir() if p.is_file()} == before
+    [run] = json.loads((tmp_path / "learning.json").read_text())["runs"]
+    assert (run["game"], run["algo"], run["steps"]) == ("cartpole", "ppo", int(steps))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["game"], summary["global_step"]) == ("cartpole", int(steps))
 
 
 def test_the_load_average_is_the_machines_before_the_first_run(tmp_path, monkeypatch):
@@ -145,6 +209,10 @@ def test_times_to_a_share_count_a_seed_that_never_got_there_as_infinitely_slow()
         (["--learning", "--quick"], "--quick is for the speed tables"),
         (["--seeds", "0"], "--seeds needs --learning"),
         (["--learning", "--game", "nope"], "unknown game 'nope'"),
+        (["--learning", "--budget", "nan"], "training seconds > 0 such as 600, got nan"),
+        (["--learning", "--budget", "inf"], "training seconds > 0 such as 600, got inf"),
+        (["--learning", "--budget", "-1"], "--budget"),
+        (["--learning", "--budget", "0"], "--budget"),
     ],
 )
 def test_bad_suite_options_are_one_line(args, words):
