@@ -327,12 +327,6 @@ def weight_fault(state: dict) -> tuple[str, str] | None:
     return None
 
 
-def nonfinite_weight(state: dict) -> str | None:
-    """``model.torso.0.weight``: the first network tensor ``weight_fault`` finds, or None."""
-    fault = weight_fault(state)
-    return fault[0] if fault is not None else None
-
-
 class Agent:
     """A checkpoint's player: ``agent(obs)`` (``agent(obs, episode_starts)`` where
     ``is_recurrent``) gives actions; observations of another shape are refused in one line."""

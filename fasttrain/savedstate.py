@@ -21,10 +21,12 @@ import torch
 from fasttrain.errors import RunError
 
 INT64_MAX = 2**63 - 1  # counters are int64 wherever they meet torch or NumPy
-# The largest weight magnitude a checkpoint may hold. Adam moves a weight by about the
-# learning rate (<= 1e-2 in every preset) per update, so a trained network's weights stay
-# within a few units; weights of 1e30 are no training's, and a few layers of them overflow
-# float32 logits to inf, which sampling cannot take. 1e6 leaves five orders of room.
+# The largest weight magnitude a network may hold, read from a checkpoint or saved into one.
+# Adam moves a weight by about the learning rate per update (2e-2 at most in the presets), so
+# training leaves weights within a few units; weights past 1e6 are a diverged run or a file
+# made by hand, and three layers of them already reach 1e18 per unit of input (times the
+# widths), on the way to float32's inf, whose logits sampling cannot take. What overflows below
+# the bound is refused by the actor in one line (``PolicyActor``).
 MAX_WEIGHT = 1e6
 SHOWN = 60  # characters of a value a refusal quotes
 
@@ -39,7 +41,7 @@ def show(value) -> str:
     if hasattr(value, "kind") and hasattr(value, "shape"):  # statefile.ArrayInfo
         return f"a {value.dtype} {value.kind} array of shape {tuple(value.shape)}"
     if isinstance(value, dict):
-        return f"a table of {len(value)} entries"
+        return f"a table of {len(value)} {'entry' if len(value) == 1 else 'entries'}"
     if isinstance(value, (list, tuple)) and len(repr(value)) > SHOWN:
         return f"a list of {len(value)} entries"
     text = repr(value)
@@ -202,6 +204,12 @@ def check_common(state: dict, resuming: bool = False) -> None:
     if state.get("curriculum") is not None:
         curriculum(state["curriculum"])
     episode_means(state)
+    ranks = state.get("rank_states", [])  # the other ranks' states (torchrun), each a trainer's
+    if not isinstance(ranks, list):
+        raise refuse("rank_states", ranks, "a list of the other ranks' states")
+    for k, rank in enumerate(ranks):
+        table(rank, f"rank_states[{k}]")
+        progress(rank, required=resuming)
 
 
 # ------------------------------------------------------------------------------- arrays

@@ -31,6 +31,11 @@ MAX_DIMS = 32  # NumPy 1's limit; fasttrain writes at most 6 (a replay buffer's 
 # an empty array allocates nothing, but its other dimensions still enter stride arithmetic:
 # they multiply to at most this (a non-empty array's are bounded by its bytes in the file)
 MAX_EMPTY = 2**31
+# A trainer's JSON header is a few KiB per rank (its tree, the config text, the array table).
+# json builds up to ~36 bytes of Python objects per header byte (measured on a header of empty
+# tables), so the header is bounded apart from the arrays: 16 MiB leaves room for thousands of
+# ranks and caps what parsing it takes at about 600 MiB.
+MAX_HEADER = 2**24
 # dtypes a state may hold, by the name written in the header (torch's names; bfloat16 has no
 # NumPy twin, so torch tensors are written through their raw bytes)
 TORCH_DTYPES = {
@@ -143,6 +148,8 @@ def read_header(payload) -> dict:
     size = int.from_bytes(view[len(STATE_MAGIC) : start], "big")
     if size > len(view) - start:
         raise StateFileError("its header is cut short")
+    if size > MAX_HEADER:
+        raise StateFileError(f"its header is {size:,} bytes (at most {MAX_HEADER:,})")
     try:
         header = json.loads(bytes(view[start : start + size]))
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

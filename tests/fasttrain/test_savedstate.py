@@ -69,6 +69,11 @@ EVERY_READER = {
         "identity.world_size = '2'; expected a whole number >= 1",
     ),
     "learner a number": (("learner",), 3, "learner = 3; expected a string"),
+    "rank states a table": (
+        ("rank_states",),
+        {"x": 1},
+        "rank_states = a table of 1 entry; expected a list of the other ranks' states",
+    ),
     "curriculum stage a string": (
         ("curriculum",),
         {"stage": "1", "stage_start": 0, "batches": []},

@@ -150,6 +150,15 @@ def test_refusals_of_shapes_and_aliases_name_what_is_wrong():
             assert str(refusal.value) == message, name
 
 
+def test_a_header_past_its_bound_is_refused_before_it_is_parsed(monkeypatch):
+    monkeypatch.setattr(statefile, "MAX_HEADER", 64)
+    payload = craft({"l": [{"d": []}] * 16})
+    with pytest.raises(statefile.StateFileError, match=r"^its header is \d+ bytes \(at most 64\)$"):
+        statefile.decode(payload)
+    monkeypatch.setattr(statefile, "MAX_HEADER", len(payload))
+    assert statefile.decode(payload) == [{}] * 16
+
+
 def test_arrays_aliasing_one_region_are_refused_before_any_is_copied():
     """1,500 entries naming the same 1 MiB would decode into 1.5 GiB: refused while the
     header is read, with no more than the file's size allocated."""
