@@ -196,7 +196,8 @@ def load(path) -> dict:
     state = read_state(path)
     if (
         not isinstance(state, dict)
-        or state.get("format") != FORMAT
+        or not savedstate.is_int(state.get("format"))
+        or state["format"] != FORMAT
         or "model" not in state
         or not all(_is_network(state[key]) for key in networks(state) if key in state)
         or not isinstance(state.get("config"), str)
@@ -294,14 +295,21 @@ def _dtype(array) -> str:
     return text.removeprefix("torch.")
 
 
-def saved_config(path, state: dict):
-    """The run config a checkpoint was written with; one line if it does not parse."""
+def config_table(path, state: dict) -> dict:
+    """The config TOML a checkpoint holds, parsed; one line if it does not parse."""
     try:
-        return cfg.from_dict(cfg.tomllib.loads(state["config"]), "checkpoint")
-    except cfg.tomllib.TOMLDecodeError:
+        return cfg.tomllib.loads(state["config"])
+    except (cfg.tomllib.TOMLDecodeError, RecursionError):
         raise ConfigError(
             f"checkpoint {checkpoint_path(path)} holds an unreadable config"
         ) from None
+
+
+def saved_config(path, state: dict):
+    """The run config a checkpoint was written with; one line if it does not parse."""
+    table = config_table(path, state)
+    try:
+        return cfg.from_dict(table, "checkpoint")
     except ConfigError as exc:
         raise ConfigError(f"checkpoint {checkpoint_path(path)}: {exc}") from None
 

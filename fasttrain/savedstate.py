@@ -118,17 +118,19 @@ def progress(state: dict, required: bool) -> None:
 # ------------------------------------------------------------------------------- common
 
 
+def settings(value) -> bool:
+    """A table of settings: names to numbers, strings, bools or none (a config section)."""
+    scalars = (str, int, float, bool, type(None))
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, scalars) for k, v in value.items()
+    )
+
+
 IDENTITY = {  # field: (check, what it must be)
     "game": (lambda v: isinstance(v, str), "a string"),
     "learner": (lambda v: isinstance(v, str), "a string"),
-    "game_params": (
-        lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v),
-        "a table of settings",
-    ),
-    "model": (
-        lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v),
-        "a table of settings",
-    ),
+    "game_params": (settings, "a table of settings (numbers, strings, bools)"),
+    "model": (settings, "a table of settings (numbers, strings, bools)"),
     "num_envs": (lambda v: is_int(v) and 1 <= v <= INT64_MAX, "a whole number >= 1"),
     "obs_shape": (
         lambda v: isinstance(v, (list, tuple)) and len(v) <= 8 and all(is_int(n) for n in v),

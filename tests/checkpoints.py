@@ -52,9 +52,7 @@ def mutated(state: dict, path: tuple, value) -> dict:
 def _set(node, path: tuple, value):
     key, rest = path[0], path[1:]
     if isinstance(node, tuple):  # tuples are rebuilt around the change
-        items = list(node)
-        items[key] = _set(items[key], rest, value) if rest else _new(items[key], value)
-        return tuple(items)
+        return tuple(_set(list(node), path, value))
     if rest:
         node[key] = _set(node[key], rest, value)
     elif value is DELETE:

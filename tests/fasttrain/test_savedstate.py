@@ -56,7 +56,7 @@ EVERY_READER = {
     "identity game_params a list": (
         ("identity", "game_params"),
         [1],
-        "identity.game_params = [1]; expected a table of settings",
+        "identity.game_params = [1]; expected a table of settings (numbers, strings, bools)",
     ),
     "identity obs_shape a number": (
         ("identity", "obs_shape"),
@@ -195,6 +195,13 @@ def test_the_good_checkpoint_the_cases_are_made_from_resumes(ppo_run, tmp_path):
     result = cli_in_process("run", "--resume", run_dir, "--steps", 512)
     assert result.returncode == 0, result.stderr
     assert read(run_dir)["global_step"] == 512
+
+
+def test_a_config_that_is_not_toml_is_one_line_on_resume_as_on_eval(ppo_run, tmp_path):
+    run_dir = write_mutated(ppo_run, tmp_path / "run", ("config",), "x")
+    expected = f"Error: checkpoint {run_dir / checkpoint.FILENAME} holds an unreadable config"
+    assert one_line(cli_in_process("run", "--resume", run_dir, "--steps", 512)) == expected
+    assert one_line(cli_in_process("eval", "--run", run_dir, "--episodes", 1)) == expected
 
 
 def test_oversized_weights_cannot_play_or_eval_and_are_never_saved(ppo_run, tmp_path):
