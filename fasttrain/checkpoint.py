@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from fasttrain import config as cfg
-from fasttrain import games, statefile
+from fasttrain import games, savedstate, statefile
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS
 from fasttrain.rundir import write_atomic
@@ -196,13 +196,36 @@ def load(path) -> dict:
     state = read_state(path)
     if (
         not isinstance(state, dict)
-        or state.get("format") != FORMAT
+        or not savedstate.is_int(state.get("format"))
+        or state["format"] != FORMAT
         or "model" not in state
         or not all(_is_network(state[key]) for key in networks(state) if key in state)
         or not isinstance(state.get("config"), str)
     ):
         raise ConfigError(f"{path} is not a fasttrain checkpoint")
+    savedstate.check_common(state)
     return state
+
+
+def check_model_size(path, config, weights: dict) -> None:
+    """Refuse, before any network is built, a config whose network is larger than the weights
+    the checkpoint holds: its torso alone (counted on the meta device, as ``config.validate``
+    counts it against the host's memory) must fit in them, so a small file cannot make a
+    reader build, and initialise, a large network only to find its weights do not fit."""
+    from fasttrain.models import make_torso
+
+    spec = games.get(config.game.name)
+    with torch.device("meta"):
+        torso = make_torso(spec.obs_shape(config.params), config.model, "cpu", spec.obs_categories)
+    needed = sum(p.numel() for p in torso.parameters())
+    held = sum(t.numel() for t in weights.values() if isinstance(t, torch.Tensor))
+    if needed > held:
+        model = config.model
+        raise ConfigError(
+            f"checkpoint {checkpoint_path(path)}: its config's network (model.hidden = "
+            f"{model.hidden}, model.layers = {model.layers}) has {needed:,} weights in its torso "
+            f"alone and the checkpoint holds {held:,}; the config does not fit its weights"
+        )
 
 
 def _is_network(weights) -> bool:
@@ -220,6 +243,7 @@ def describe(path) -> list[str]:
     state = read_state(path, arrays=False)
     if not isinstance(state, dict):
         raise ConfigError(f"{path} is not a fasttrain checkpoint")
+    savedstate.check_common(state)
     fmt = state.get("format", "?")
     checked = "checksum verified" if path.read_bytes()[: len(MAGIC)] == MAGIC else "no checksum"
     lines = [f"{path}: format {fmt}, {path.stat().st_size:,} bytes, {checked}"]
@@ -229,7 +253,8 @@ def describe(path) -> list[str]:
         config = {}
     saved = state.get("identity") if isinstance(state.get("identity"), dict) else {}
     run = config.get("run", {}) if isinstance(config.get("run"), dict) else {}
-    game = saved.get("game", config.get("game", {}).get("name", "?"))
+    section = config.get("game", {}) if isinstance(config.get("game"), dict) else {}
+    game = saved.get("game", section.get("name", "?"))
     ranks = saved.get("world_size", 1)
     lines.append(
         f"run: {game}, learner {saved.get('learner', run.get('algo', '?'))}, seed "
@@ -247,14 +272,18 @@ def describe(path) -> list[str]:
     for key in networks(state):
         weights = state.get(key)
         if isinstance(weights, dict):
-            sizes = [_numel(t) for t in weights.values()]
-            dtypes = sorted({_dtype(t) for t in weights.values()})
+            arrays = [t for t in weights.values() if isinstance(t, ARRAYS)]
+            sizes = [_numel(t) for t in arrays]
+            dtypes = sorted({_dtype(t) for t in arrays})
             lines.append(
                 f"network {key}: {len(sizes)} tensors, {sum(sizes):,} weights ({', '.join(dtypes)})"
             )
     rest = [k for k in state if k not in (*networks(state), "config", "identity", "format")]
     lines.append("also holds: " + ", ".join(rest))
     return lines
+
+
+ARRAYS = (statefile.ArrayInfo, torch.Tensor)
 
 
 def _numel(array) -> int:
@@ -266,14 +295,21 @@ def _dtype(array) -> str:
     return text.removeprefix("torch.")
 
 
-def saved_config(path, state: dict):
-    """The run config a checkpoint was written with; one line if it does not parse."""
+def config_table(path, state: dict) -> dict:
+    """The config TOML a checkpoint holds, parsed; one line if it does not parse."""
     try:
-        return cfg.from_dict(cfg.tomllib.loads(state["config"]), "checkpoint")
-    except cfg.tomllib.TOMLDecodeError:
+        return cfg.tomllib.loads(state["config"])
+    except (cfg.tomllib.TOMLDecodeError, RecursionError):
         raise ConfigError(
             f"checkpoint {checkpoint_path(path)} holds an unreadable config"
         ) from None
+
+
+def saved_config(path, state: dict):
+    """The run config a checkpoint was written with; one line if it does not parse."""
+    table = config_table(path, state)
+    try:
+        return cfg.from_dict(table, "checkpoint")
     except ConfigError as exc:
         raise ConfigError(f"checkpoint {checkpoint_path(path)}: {exc}") from None
 
@@ -286,13 +322,16 @@ def networks(state: dict) -> tuple:
     return learner.networks if learner is not None else ("model",)
 
 
-def nonfinite_weight(state: dict) -> str | None:
-    """``model.torso.0.weight``: the first floating-point network tensor of a trainer's state
-    that is not finite, or None when every one is."""
+def weight_fault(state: dict) -> tuple[str, str] | None:
+    """``("model.torso.0.weight", "not finite")``: the first floating-point network tensor of a
+    trainer's state that is not finite or holds a weight beyond ``savedstate.MAX_WEIGHT``
+    (``savedstate.OVERSIZED``), and which; None when every one is sane."""
     for key in networks(state):
-        for name, tensor in state.get(key, {}).items():
-            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                return f"{key}.{name}"
+        weights = state.get(key)
+        for name, tensor in weights.items() if isinstance(weights, dict) else ():
+            fault = savedstate.bad_weight(tensor) if isinstance(tensor, torch.Tensor) else None
+            if fault is not None:
+                return f"{key}.{name}", fault
     return None
 
 
@@ -328,13 +367,15 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
     policy), and the game's params."""
     state = load(path)
     config = saved_config(path, state)
-    bad = nonfinite_weight({"model": state["model"]})
-    if bad is not None:
+    fault = weight_fault({"model": state["model"]})
+    if fault is not None:
+        what = "non-finite" if fault[1] == "not finite" else f"oversized ({fault[1]})"
         raise ConfigError(
-            f"checkpoint {checkpoint_path(path)} holds non-finite weights ({bad}); it cannot play"
+            f"checkpoint {checkpoint_path(path)} holds {what} weights ({fault[0]}); it cannot play"
         )
     if game is not None and game != config.game.name:
         raise ConfigError(f"checkpoint was trained on {config.game.name!r}, not {game!r}")
+    check_model_size(path, config, state["model"])
     spec = games.get(config.game.name)
     params = config.params
     reached = state.get("curriculum")  # a curriculum run plays in the stage it reached

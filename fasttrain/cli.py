@@ -244,7 +244,6 @@ def _resumed_config(resume, out) -> dict:
     from pathlib import Path
 
     from fasttrain import checkpoint
-    from fasttrain.configread import tomllib
     from fasttrain.ranks import launched
     from fasttrain.rundir import RunLock
 
@@ -254,7 +253,7 @@ def _resumed_config(resume, out) -> dict:
         lock.release()
     if out:
         raise ConfigError("--resume continues in its own directory; drop --out")
-    return tomllib.loads(checkpoint.load(resume)["config"])
+    return checkpoint.config_table(resume, checkpoint.load(resume))
 
 
 @main.command()

@@ -354,9 +354,10 @@ class Checkpointer(Part):
         states = distributed.gather_states(payload, self.ranks)  # every rank's, on rank 0
         if not self.ranks.main:
             return
-        if any(checkpoint.nonfinite_weight(s) for s in states):  # never overwrite a good checkpoint
+        faults = [f for f in map(checkpoint.weight_fault, states) if f is not None]
+        if faults:  # never overwrite a good checkpoint with one no reader would take
             raise RunError(
-                f"weights are not finite at step {self.trainer.global_step:,}; the last "
+                f"weights are {faults[0][1]} at step {self.trainer.global_step:,}; the last "
                 f"good checkpoint in {self.out} is kept"
             )
         payload = states[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from fasttrain import checkpoint, dashboards, distributed, metrics
+from fasttrain import checkpoint, dashboards, distributed, metrics, savedstate
 from fasttrain import config as cfg
 from fasttrain.config import Config
 from fasttrain.configfile import CONFIG_HEADER, to_toml
@@ -236,7 +236,9 @@ def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | No
     and the extras the run's log settings need."""
     state = checkpoint.load(out) if resuming else None
     if state is not None:
+        savedstate.check_common(state, resuming=True)  # counters, clock: before any work
         checkpoint.check_identity(state, config, world=ranks.world)  # fails before compiling
+        checkpoint.check_model_size(out, config, state["model"])  # before a network is built
         seed = checkpoint.saved_config(out, state).run.seed
         if config.run.seed != seed:  # a resume restores the random streams the seed began
             raise ConfigError(

@@ -27,6 +27,15 @@ import torch
 
 STATE_MAGIC = b"fasttrain-state3"  # 16 bytes: the payload of a format-3 checkpoint
 MAX_DEPTH = 64  # containers nested deeper than any trainer's state are a hostile file
+MAX_DIMS = 32  # NumPy 1's limit; fasttrain writes at most 6 (a replay buffer's frames)
+# an empty array allocates nothing, but its other dimensions still enter stride arithmetic:
+# they multiply to at most this (a non-empty array's are bounded by its bytes in the file)
+MAX_EMPTY = 2**31
+# A trainer's JSON header is a few KiB per rank (its tree, the config text, the array table).
+# json builds up to ~36 bytes of Python objects per header byte (measured on a header of empty
+# tables), so the header is bounded apart from the arrays: 16 MiB leaves room for thousands of
+# ranks and caps what parsing it takes at about 600 MiB.
+MAX_HEADER = 2**24
 # dtypes a state may hold, by the name written in the header (torch's names; bfloat16 has no
 # NumPy twin, so torch tensors are written through their raw bytes)
 TORCH_DTYPES = {
@@ -139,6 +148,8 @@ def read_header(payload) -> dict:
     size = int.from_bytes(view[len(STATE_MAGIC) : start], "big")
     if size > len(view) - start:
         raise StateFileError("its header is cut short")
+    if size > MAX_HEADER:
+        raise StateFileError(f"its header is {size:,} bytes (at most {MAX_HEADER:,})")
     try:
         header = json.loads(bytes(view[start : start + size]))
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
@@ -148,8 +159,21 @@ def read_header(payload) -> dict:
     area = len(view) - start - size
     for k, entry in enumerate(header["arrays"]):
         _check_entry(k, entry, area)
+    _check_disjoint(header["arrays"])
     header["_start"] = start + size  # where the arrays' area begins in the payload
     return header
+
+
+def _check_disjoint(entries: list) -> None:
+    """No two arrays share bytes: ``encode`` writes each once, one after another, so arrays
+    that overlap are a file made to be decoded into more memory than it takes (each array is
+    copied out of the file), and are refused. The arrays decoded then total at most the
+    payload's size."""
+    end = 0
+    for entry in sorted((e for e in entries if e["nbytes"]), key=lambda e: e["offset"]):
+        if entry["offset"] < end:
+            raise StateFileError("two of its arrays share bytes")
+        end = entry["offset"] + entry["nbytes"]
 
 
 def _check_entry(k: int, entry, area: int) -> None:
@@ -162,9 +186,13 @@ def _check_entry(k: int, entry, area: int) -> None:
     ints = (entry.get("offset"), entry.get("nbytes"))
     if not isinstance(shape, list) or not all(_count(n) for n in (*shape, *ints)):
         raise StateFileError(f"array {k} has a bad shape, offset or size")
+    if len(shape) > MAX_DIMS:
+        raise StateFileError(f"array {k} has {len(shape)} dimensions (at most {MAX_DIMS})")
     itemsize = dtypes[dtype].itemsize
     if math.prod(shape) * itemsize != entry["nbytes"] or entry["offset"] + entry["nbytes"] > area:
         raise StateFileError(f"array {k} does not fit the file")
+    if math.prod(n for n in shape if n) > MAX_EMPTY and not entry["nbytes"]:
+        raise StateFileError(f"array {k} of shape {shape} is empty, yet too large to shape")
 
 
 def _count(n) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from fasttrain.errors import RunError
+
 
 def greedy_q_actor(q_network, model_state: dict):
     """``obs -> actions``, the argmax of ``q_network`` loaded with ``model_state`` (the acting of
@@ -60,4 +62,9 @@ class PolicyActor:
             if self.greedy:
                 return logits.argmax(dim=1)
             probs = logits.float().softmax(dim=1)
+            if not bool(torch.isfinite(probs).all()):  # logits that overflowed float32
+                raise RunError(
+                    "the policy's action probabilities are not finite for these observations "
+                    "(its weights overflow float32); it cannot sample an action"
+                )
             return torch.multinomial(probs, 1, generator=self.generator)[:, 0]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fasttrain import distributed
+from fasttrain import distributed, savedstate
 from fasttrain.compile import wait_for_background_compiles
 from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_device
 from fasttrain.errors import ConfigError
@@ -288,7 +288,10 @@ class TrainerBase:
         }
 
     def check_state(self, state: dict) -> None:
-        """Refuse a checkpoint of another learner or device with one line; changes nothing."""
+        """Refuse a checkpoint of another learner or device, or one whose shared fields are
+        missing or ill-typed (``fasttrain.savedstate``), with one line; changes nothing."""
+        savedstate.table(state, "state")
+        savedstate.check_common(state, resuming=True)
         learner = state.get("learner", self.config.run.algo)
         if learner != self.config.run.algo:
             raise ConfigError(
@@ -301,6 +304,13 @@ class TrainerBase:
                 f"checkpoint was written on device {saved!r} and this run is on "
                 f"{self.device.type!r}; resume it with run.device = {saved!r}"
             )
+        savedstate.field(state, "env", "the environments' state")  # checked by env itself
+        expected = "this run's optimizer state"
+        savedstate.optimizer_state(savedstate.field(state, "optimizer", expected), self.optimizer)
+        generator = savedstate.field(state, "generator", "a generator state")
+        savedstate.generator_state(generator, "generator", self.generator.device)
+        cpu_stream = savedstate.field(state, "torch_rng", "a generator state")
+        savedstate.generator_state(cpu_stream, "torch_rng", torch.device("cpu"))
 
     def load_base_state(self, state: dict) -> None:
         """Restore ``base_state`` fields; call ``check_state`` and learner checks first."""

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fasttrain import savedstate
 from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
 from fasttrain.learners.actors import greedy_q_actor
@@ -217,12 +218,31 @@ class ReplayBuffer:
             "count": self.count,
         }
 
+    def check_state_dict(self, state: dict, num_actions: int, categories: int) -> None:
+        """Refuse, in one line and changing nothing, a saved buffer that does not fit this
+        one: its arrays' shapes and dtypes, actions and observations in range, priorities
+        finite and >= 0, its position and count within the ring."""
+        savedstate.table(state, "replay")
+        below = {"frames": categories, "actions": num_actions}
+        for name in ("frames", "actions", "rewards", "terminated", "truncated", "priorities"):
+            saved = savedstate.field(state, name, "a replay buffer array", f"replay.{name}")
+            savedstate.like(saved, f"replay.{name}", getattr(self, name), below.get(name, 0))
+        if self.prioritized and bool((state["priorities"] < 0).any()):
+            raise savedstate.refuse("replay.priorities", state["priorities"], "priorities >= 0")
+        top = savedstate.field(state, "max_priority", "a priority", "replay.max_priority")
+        savedstate.like(top, "replay.max_priority", self.max_priority)
+        if not float(top) > 0:
+            raise savedstate.refuse("replay.max_priority", float(top), "a priority > 0")
+        last = self.num_slots - 1
+        savedstate.count(
+            savedstate.field(state, "pos", "a slot", "replay.pos"), "replay.pos", most=last
+        )
+        count = savedstate.field(state, "count", "a count", "replay.count")
+        savedstate.count(count, "replay.count", most=last)
+
     def load_state_dict(self, state: dict) -> None:
         for name in ("frames", "actions", "rewards", "terminated", "truncated", "priorities"):
-            target = getattr(self, name)
-            if target.shape != state[name].shape:
-                raise ConfigError(f"checkpoint replay buffer {name!r} does not fit this run")
-            target.copy_(state[name])
+            getattr(self, name).copy_(state[name])
         self.max_priority.copy_(state["max_priority"])
         self.pos, self.count = state["pos"], state["count"]
         if self.prioritized:  # the tree is a pure function of the priorities and pos: rebuild it
@@ -442,6 +462,10 @@ class Trainer(TrainerBase):
         self.check_state(state)  # nothing changes on a mismatch
         if "replay" not in state:
             raise ConfigError("checkpoint holds no DQN replay buffer")
+        for key, network in (("model", self.q_network), ("target_model", self.target_network)):
+            savedstate.weights(savedstate.field(state, key, "network weights"), key, network)
+        categories = self.env.spec.obs_categories
+        self.buffer.check_state_dict(state["replay"], self.env.num_actions, categories)
         self.load_base_state(state)
         self.q_network.load_state_dict(state["model"])
         self.target_network.load_state_dict(state["target_model"])

@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from fasttrain import distributed
+from fasttrain import distributed, savedstate
 from fasttrain.compile import (
     DEFER_SHARE,
     CompiledStep,
@@ -462,7 +462,9 @@ class Trainer(TrainerBase):
         self.check_state(state)  # nothing changes on a mismatch
         s = self.storage
         saved = state.get("next_policy_state")
-        if self.recurrent and (saved is None or tuple(saved.shape) != tuple(s.states[0].shape)):
+        if self.recurrent and (
+            not isinstance(saved, torch.Tensor) or tuple(saved.shape) != tuple(s.states[0].shape)
+        ):
             raise ConfigError(
                 "checkpoint holds no recurrent state of this run's shape "
                 f"{tuple(s.states[0].shape)}; resume it with the [model] it was written with"
@@ -472,6 +474,7 @@ class Trainer(TrainerBase):
             raise ConfigError(
                 f"checkpoint was written with ppo.overlap = {overlapped}; resume it with the same"
             )
+        self.check_rollout_state(state)
         self.load_base_state(state)
         self.policy.load_state_dict(state["model"])
         if self.recurrent:
@@ -479,6 +482,21 @@ class Trainer(TrainerBase):
         s.obs[0].copy_(state["next_obs"])
         if "next_episode_starts" in state:
             s.episode_starts[0].copy_(state["next_episode_starts"])
+
+    def check_rollout_state(self, state: dict) -> None:
+        """The weights and the rollout's starting point a checkpoint holds, against this
+        run's (``fasttrain.savedstate``): one line for the first that does not fit."""
+        s = self.storage
+        savedstate.weights(
+            savedstate.field(state, "model", "network weights"), "model", self.policy
+        )
+        obs = savedstate.field(state, "next_obs", "observations")
+        savedstate.like(obs, "next_obs", s.obs[0], self.env.spec.obs_categories)
+        if "next_episode_starts" in state:
+            starts = state["next_episode_starts"]
+            savedstate.like(starts, "next_episode_starts", s.episode_starts[0])
+        if self.recurrent:
+            savedstate.like(state["next_policy_state"], "next_policy_state", s.states[0])
 
 
 def actor(

@@ -20,7 +20,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from fasttrain import distributed
+from fasttrain import distributed, savedstate
 from fasttrain.learners.ppo import Trainer
 
 # the largest weight proximal / behaviour probability a sample gets in the decoupled objective
@@ -164,6 +164,23 @@ class OverlapTrainer(Trainer):
                 k: getattr(s, k).cpu().clone() for k in SAVED if getattr(s, k) is not None
             }
         return state
+
+    def check_rollout_state(self, state: dict) -> None:
+        """PPO's checks, the rollout stream's state and the collected rollout's buffers."""
+        super().check_rollout_state(state)
+        stream = state["rollout_generator"]
+        savedstate.generator_state(stream, "rollout_generator", self.rollout_generator.device)
+        collected = state.get("collected")
+        if collected is None:
+            return
+        kept = [k for k in SAVED if getattr(self.storage, k) is not None]
+        for key, value in savedstate.table(collected, "collected").items():
+            if key not in kept:
+                raise savedstate.refuse(f"collected.{key}", value, f"one of {', '.join(kept)}")
+            below = {"actions": self.env.num_actions}.get(key, 0)
+            if key in ("obs", "final_obs"):
+                below = self.env.spec.obs_categories
+            savedstate.like(value, f"collected.{key}", getattr(self.storage, key), below)
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)  # refuses a checkpoint written without overlap

@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from fasttrain import savedstate
 from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.qlambda import QLAMBDA
@@ -257,6 +258,9 @@ class Trainer(TrainerBase):
         self.check_state(state)  # nothing changes on a mismatch
         if "next_obs" not in state:
             raise ConfigError("checkpoint holds no PQN rollout state (next_obs)")
+        model = savedstate.field(state, "model", "network weights")
+        savedstate.weights(model, "model", self.q_network)
+        savedstate.like(state["next_obs"], "next_obs", self.obs[0], self.env.spec.obs_categories)
         self.load_base_state(state)
         self.q_network.load_state_dict(state["model"])
         self.obs[0].copy_(state["next_obs"])

@@ -473,12 +473,20 @@ def test_a_bad_checkpoint_is_refused_in_one_line_and_left_alone(kind, tmp_path):
 
 
 def test_weights_that_do_not_fit_the_model_are_refused_in_one_line(tmp_path):
-    write_checkpoint(tmp_path / "checkpoint.pt", weights_of={"hidden": 8})
-    before = files(tmp_path)
-    with pytest.raises(ConfigError, match=r"does not fit its ppo model: size mismatch") as info:
-        checkpoint.load_agent(tmp_path)
-    assert "\n" not in str(info.value)
-    assert files(tmp_path) == before
+    """Weights of a wider network do not load into the config's; weights too few for the
+    config's network are refused before it is built (``checkpoint.check_model_size``)."""
+    refusals = {
+        64: r"does not fit its ppo model: size mismatch",
+        8: r"its config's network \(model.hidden = 32, model.layers = 2\) has 5,696 weights in "
+        r"its torso alone and the checkpoint holds 1,277; the config does not fit its weights$",
+    }
+    for hidden, message in refusals.items():
+        write_checkpoint(tmp_path / "checkpoint.pt", weights_of={"hidden": hidden})
+        before = files(tmp_path)
+        with pytest.raises(ConfigError, match=message) as info:
+            checkpoint.load_agent(tmp_path)
+        assert "\n" not in str(info.value)
+        assert files(tmp_path) == before
 
 
 def test_a_checkpoint_of_another_game_is_refused(tmp_path):

@@ -113,6 +113,13 @@ CRAFTED = {
     "nested too deep": craft(json_nested(200)),
     "header not JSON": statefile.STATE_MAGIC + (4).to_bytes(8, "big") + b"{{{{",
     "header longer than the file": statefile.STATE_MAGIC + (99).to_bytes(8, "big") + b"{}",
+    "65 dimensions": craft({"T": 0}, [{**ONE, "shape": [1] * 63 + [2, 1]}], bytes(8)),
+    "an empty array too large to shape": craft(
+        {"T": 0}, [{**ONE, "shape": [0, 2**63], "nbytes": 0}], bytes(8)
+    ),
+    "two arrays share bytes": craft(
+        {"l": [{"T": 0}, {"T": 1}]}, [ONE, {**ONE, "offset": 4}], bytes(16)
+    ),
 }
 
 
@@ -126,3 +133,69 @@ def test_a_crafted_state_is_refused_in_one_line(name, tmp_path):
         ConfigError, match=r"^checkpoint \S+ is not a fasttrain checkpoint: [^\n]+$"
     ):
         checkpoint.load(path)
+
+
+def test_refusals_of_shapes_and_aliases_name_what_is_wrong():
+    messages = {
+        "65 dimensions": "array 0 has 65 dimensions (at most 32)",
+        "an empty array too large to shape": (
+            f"array 0 of shape [0, {2**63}] is empty, yet too large to shape"
+        ),
+        "two arrays share bytes": "two of its arrays share bytes",
+    }
+    for name, message in messages.items():
+        for read in (statefile.decode, statefile.skeleton):
+            with pytest.raises(statefile.StateFileError) as refusal:
+                read(CRAFTED[name])
+            assert str(refusal.value) == message, name
+
+
+def test_a_header_past_its_bound_is_refused_before_it_is_parsed(monkeypatch):
+    monkeypatch.setattr(statefile, "MAX_HEADER", 64)
+    payload = craft({"l": [{"d": []}] * 16})
+    with pytest.raises(statefile.StateFileError, match=r"^its header is \d+ bytes \(at most 64\)$"):
+        statefile.decode(payload)
+    monkeypatch.setattr(statefile, "MAX_HEADER", len(payload))
+    assert statefile.decode(payload) == [{}] * 16
+
+
+def test_arrays_aliasing_one_region_are_refused_before_any_is_copied():
+    """1,500 entries naming the same 1 MiB would decode into 1.5 GiB: refused while the
+    header is read, with no more than the file's size allocated."""
+    import tracemalloc
+
+    size = 2**20
+    entry = {"kind": "numpy", "dtype": "uint8", "shape": [size], "offset": 0, "nbytes": size}
+    payload = craft({"l": [{"A": k} for k in range(1500)]}, [entry] * 1500, bytes(size))
+    tracemalloc.start()
+    try:
+        with pytest.raises(statefile.StateFileError, match="^two of its arrays share bytes$"):
+            statefile.decode(payload)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * len(payload), peak
+
+
+def test_a_deflated_zip_is_refused_unread_without_inflating_it(tmp_path):
+    """torch.save writes a zip (fasttrain's development format 1): a small one that would
+    inflate a thousand times is refused by its first bytes; nothing decompresses it."""
+    import tracemalloc
+    import zipfile
+
+    path = tmp_path / checkpoint.FILENAME
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("archive/data.pkl", "w", force_zip64=True) as member:
+            for _ in range(16):
+                member.write(bytes(2**24))  # 256 MiB of zeros, about 256 KiB deflated
+    size = path.stat().st_size
+    assert size < 2**19
+    tracemalloc.start()
+    try:
+        for read in (checkpoint.load, checkpoint.describe):
+            with pytest.raises(ConfigError, match="is a pickle .* never unpickles a file$"):
+                read(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * size, peak

@@ -9,8 +9,10 @@ import torch
 import fasttrain
 from fasttrain import checkpoint
 from fasttrain import config as cfg
+from fasttrain.errors import RunError
 from fasttrain.learners.dqn import ReplayBuffer, Trainer, nstep_returns
 from fasttrain.runner import run
+from tests.checkpoints import DELETE, write_mutated
 from tests.cli import cli_in_process
 
 TINY = {
@@ -301,6 +303,47 @@ def test_resume_equals_straight_run_bit_for_bit(tmp_path):
         ), key
     rows = list(csv.DictReader(open(tmp_path / "halves" / "metrics.csv")))
     assert int(rows[-1]["global_step"]) == 1024 and "losses/td_loss" in rows[0]
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    """A finished 256-step DQN run on Snake 6x6, with a prioritized replay buffer."""
+    out = tmp_path_factory.mktemp("dqn") / "run"
+    run(tiny(256, prioritized=True), out=out, echo=lambda *_: None)
+    return out
+
+
+REPLAY_REFUSALS = {
+    "slot past the ring": (("replay", "pos"), 10**6, r"replay\.pos = 1000000; expected a whole "),
+    "count a float": (("replay", "count"), 3.0, r"replay\.count = 3\.0; expected a whole "),
+    "action out of range": (
+        ("replay", "actions"),
+        lambda t: t + 99,
+        r"replay\.actions = a int64 tensor of shape \(\d+, 8\); expected values in \[0, 4\)$",
+    ),
+    "negative priority": (
+        ("replay", "priorities"),
+        lambda t: t - 1,
+        r"replay\.priorities = a float32 tensor .*; expected priorities >= 0$",
+    ),
+    "frames cut short": (
+        ("replay", "frames"),
+        lambda t: t[:1],
+        r"replay\.frames = a uint8 tensor of shape \(1, .*; expected a uint8 tensor of shape",
+    ),
+    "no target network": (("target_model",), DELETE, r"has no target_model; expected network "),
+}
+
+
+@pytest.mark.parametrize("case", REPLAY_REFUSALS)
+def test_a_bad_replay_buffer_or_target_is_refused_on_resume_in_one_line(dqn_run, tmp_path, case):
+    path, value, message = REPLAY_REFUSALS[case]
+    run_dir = write_mutated(dqn_run, tmp_path / "run", path, value)
+    before = (run_dir / checkpoint.FILENAME).read_bytes()
+    with pytest.raises(RunError, match="^checkpoint " + message) as refusal:
+        run(tiny(512, prioritized=True), resume=run_dir, echo=lambda *_: None)
+    assert "\n" not in str(refusal.value)
+    assert (run_dir / checkpoint.FILENAME).read_bytes() == before
 
 
 def cli(*args):

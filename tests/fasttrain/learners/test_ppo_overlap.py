@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from fasttrain import checkpoint
 from fasttrain import config as cfg
+from fasttrain.errors import RunError
 from fasttrain.learners.ppo import Trainer
 from fasttrain.learners.ppo_overlap import OverlapTrainer
 from fasttrain.runner import run
@@ -126,6 +127,38 @@ def test_a_resumed_overlapped_run_continues_bit_for_bit(tmp_path, core):
     for key in ("collected", "env"):
         for name in a[key]:
             assert (a[key][name] == b[key][name]).all(), (key, name)
+
+
+OVERLAP_REFUSALS = {
+    "rollout stream cut short": (
+        ("rollout_generator",),
+        lambda t: t[:8],
+        "rollout_generator = a uint8 tensor of shape (8,); expected a uint8 tensor of shape "
+        "(5056,)",
+    ),
+    "collected actions out of range": (
+        ("collected", "actions"),
+        lambda t: t + 7,
+        "collected.actions = a int64 tensor of shape (8, 16); expected values in [0, 4)",
+    ),
+    "collected buffer the rollout lacks": (
+        ("collected", "pickles"),
+        torch.zeros(1),
+        "collected.pickles = a float32 tensor of shape (1,); expected one of obs, ",
+    ),
+}
+
+
+def test_a_bad_collected_rollout_is_refused_on_resume_in_one_line(tmp_path):
+    from tests.checkpoints import write_mutated
+
+    run(overlapped(256), out=tmp_path / "run", **QUIET)
+    for case, (path, value, message) in OVERLAP_REFUSALS.items():
+        run_dir = write_mutated(tmp_path / "run", tmp_path / case, path, value)
+        with pytest.raises(RunError) as refusal:
+            run(overlapped(512), resume=run_dir, **QUIET)
+        assert str(refusal.value).startswith(f"checkpoint {message}"), case
+        assert "\n" not in str(refusal.value)
 
 
 def test_resuming_with_another_overlap_setting_is_refused(tmp_path):

@@ -130,6 +130,31 @@ def test_returns_are_q_lambda_of_the_rollout_with_truncation_from_final_obs():
 # ------------------------------------------------------------------------------- runs
 
 
+def test_a_bad_pqn_state_is_refused_on_resume_in_one_line(tmp_path):
+    """The Q-network's weights and the observation the next rollout starts from are held
+    against the run's before anything loads (``fasttrain.savedstate``)."""
+    from fasttrain.errors import RunError
+    from tests.checkpoints import write_mutated
+
+    run(tiny(16 * 8 * 2), out=tmp_path / "run", echo=quiet)
+    refusals = {
+        ("next_obs",): (
+            lambda t: t[:, :1],
+            r"^checkpoint next_obs = a uint8 tensor of shape \(16, 1, 6, 6\); expected a uint8 "
+            r"tensor of shape \(16, 4, 6, 6\)$",
+        ),
+        ("model", "head.weight"): (
+            lambda t: t.double(),
+            r"^checkpoint model\.head\.weight = a float64 tensor of shape \(4, \d+\); "
+            r"expected a float32 tensor of shape \(4, \d+\)$",
+        ),
+    }
+    for k, (path, (value, message)) in enumerate(refusals.items()):
+        run_dir = write_mutated(tmp_path / "run", tmp_path / f"bad{k}", path, value)
+        with pytest.raises(RunError, match=message):
+            run(tiny(16 * 8 * 4), resume=run_dir, echo=quiet)
+
+
 def test_a_resumed_run_equals_a_straight_one_with_the_schedules_running(tmp_path):
     """Epsilon decays and the learning rate anneals over total_timesteps: the run stopped
     after 5 of 12 iterations and resumed ends bit for bit where the straight one does."""
