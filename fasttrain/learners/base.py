@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from fasttrain import distributed
@@ -17,7 +18,7 @@ from fasttrain.compile import wait_for_background_compiles
 from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
-from fasttrain.learners.optim import Optimizers, optimizer_step
+from fasttrain.learners.optim import Optimizers, optimizer_step, set_learning_rate
 from fasttrain.ranks import SINGLE, Ranks
 from fasttrain.vecenv import VecEnv, make
 
@@ -321,3 +322,25 @@ class TrainerBase:
         self.iteration = state["iteration"]
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
+        self.resume_learning_rate()
+
+    def scheduled_learning_rate(self) -> float:
+        """The rate this run's config gives the next update: ``learning_rate``, scaled by the
+        share of iterations left where the learner anneals it (``anneal_lr``)."""
+        args = self.args
+        if not getattr(args, "anneal_lr", False):
+            return args.learning_rate
+        return (1.0 - self.iteration / self.num_iterations) * args.learning_rate
+
+    def resume_learning_rate(self) -> None:
+        """After a checkpoint's optimizer state (which holds the rate it was written with):
+        the rate of this run's config at the resumed iteration, so a ``learning_rate`` or
+        ``anneal_lr`` changed on --resume takes effect. A rate equal to the checkpoint's in
+        float32 is left as the checkpoint held it (a float, or a tensor a compiled step
+        reads): an unchanged resume continues bit for bit."""
+        if self.iteration >= self.num_iterations:
+            return  # nothing left to train
+        rate = self.scheduled_learning_rate()
+        held = [float(group["lr"]) for group in self.optimizer.param_groups]
+        if any(np.float32(h) != np.float32(rate) for h in held):
+            set_learning_rate(self.optimizer, rate)
