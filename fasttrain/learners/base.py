@@ -326,7 +326,8 @@ class TrainerBase:
 
     def scheduled_learning_rate(self) -> float:
         """The rate this run's config gives the next update: ``learning_rate``, scaled by the
-        share of iterations left where the learner anneals it (``anneal_lr``)."""
+        share of iterations left where the learner anneals it (``anneal_lr``); a learner with
+        another schedule overrides this."""
         args = self.args
         if not getattr(args, "anneal_lr", False):
             return args.learning_rate
@@ -338,8 +339,8 @@ class TrainerBase:
         ``anneal_lr`` changed on --resume takes effect. A rate equal to the checkpoint's in
         float32 is left as the checkpoint held it (a float, or a tensor a compiled step
         reads): an unchanged resume continues bit for bit."""
-        if self.iteration >= self.num_iterations:
-            return  # nothing left to train
+        if self.iteration >= self.num_iterations or not hasattr(self.args, "learning_rate"):
+            return  # nothing left to train, or no rate in the config to follow
         rate = self.scheduled_learning_rate()
         held = [float(group["lr"]) for group in self.optimizer.param_groups]
         if any(np.float32(h) != np.float32(rate) for h in held):
