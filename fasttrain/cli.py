@@ -203,6 +203,7 @@ def run_config(game, algo, steps, num_envs, device, seed, config_file, sets, ver
     # --steps and --num-envs: the chosen learner's, on top of everything, once resolved
     learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
     config = cfg.build([*layers, ("command line", flags)])
+    cfg.check_sections_apply(config)  # another learner's settings would do nothing
     return config.with_learner("command line", **learner)
 
 

@@ -480,3 +480,76 @@ def _check_model(config: Config, spec) -> None:
                 f"({', '.join(recurrent)}), not run.algo = {algo!r}; set model.core = 'none'"
             )
         learner.check_model(config.learner, model, algo)
+
+
+# ------------------------------------------------------------------------------- no silent no-ops
+
+
+def check_resume(saved: Config, config: Config) -> None:
+    """Refuse, in one line naming them, settings a resumed run changes but cannot apply: its
+    learner's ``fixed`` ones (the checkpoint's optimizer state, networks and buffers are built
+    for them). Every other setting takes effect from the resumed iteration on."""
+    fixed = LEARNERS[config.run.algo].fixed
+    algo = config.run.algo
+    changed = [
+        k for k in fixed if getattr(saved.learner, k, None) != getattr(config.learner, k, None)
+    ]
+    if changed:
+        was = ", ".join(f"{algo}.{k} = {getattr(saved.learner, k)!r}" for k in changed)
+        now = ", ".join(repr(getattr(config.learner, k)) for k in changed)
+        raise ConfigError(
+            f"checkpoint was written with {was}; resume it with the same (this run has {now}, "
+            "which --resume cannot apply: the checkpoint's optimizer state, networks and "
+            "buffers are built for it)"
+        )
+
+
+def check_sections_apply(config: Config) -> None:
+    """Refuse, in one line, settings of a learner that does not run: any ``--set`` into its
+    section (``[L]`` or ``[game.<game>.L]``), and a value a ``--config`` file gives it that is
+    neither its default nor the game's preset (a file may hold every learner's section, as
+    config.toml and a run's config.toml do). Other layers (a resumed checkpoint's config,
+    presets) are not the user's to refuse."""
+    algo = config.run.algo
+    for layer in config.layers:
+        user_file = layer.label.startswith("--config ")
+        if layer.label != "--set" and not user_file:
+            continue
+        for name, section, key, value in _other_learners_settings(config, layer, user_file):
+            what = f"--set {section}.{key}"
+            if user_file:
+                what = f"{layer.label}: [{section}] {key} = {value!r} is never read"
+            raise ConfigError(
+                f"{what}: this run's learner is {algo} ({_algo_source(config)}), which reads "
+                f"[{algo}], not [{name}]; pass --algo {name} to train with {name}"
+            )
+
+
+def _other_learners_settings(config: Config, layer: Layer, user_file: bool):
+    """``(learner, section, key, value)`` of each setting ``layer`` gives a learner other than
+    the run's on its game; in a file, only values that are neither the learner's default nor
+    the game's preset."""
+    game = config.game.name
+    baseline = Layers((), config.layers.device)
+    for name in LEARNERS:
+        if name == config.run.algo:
+            continue
+        usual = (
+            dataclasses.asdict(baseline.learner(name, game)),
+            dataclasses.asdict(LEARNERS[name].config()),
+        )
+        tables = {name: layer.sections.get(name, {})}
+        tables[f"game.{game}.{name}"] = layer.games.get(game, {}).get(name, {})
+        for section, table in tables.items():
+            for key, value in table.items():
+                if not user_file or value not in (usual[0][key], usual[1][key]):
+                    yield name, section, key, value
+
+
+def _algo_source(config: Config) -> str:
+    """Where the run's learner came from: ``--algo``, a layer, the game's preset, or the
+    default."""
+    source = config.sources.get("run.algo")
+    if source is None:
+        return "the default"
+    return "--algo" if source == "command line" else source

@@ -239,7 +239,9 @@ def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | No
         savedstate.check_common(state, resuming=True)  # counters, clock: before any work
         checkpoint.check_identity(state, config, world=ranks.world)  # fails before compiling
         checkpoint.check_model_size(out, config, state["model"])  # before a network is built
-        seed = checkpoint.saved_config(out, state).run.seed
+        saved = checkpoint.saved_config(out, state)
+        cfg.check_resume(saved, config)  # settings the checkpoint's state cannot follow
+        seed = saved.run.seed
         if config.run.seed != seed:  # a resume restores the random streams the seed began
             raise ConfigError(
                 f"run.seed = {config.run.seed} on --resume: the run continues the random streams "
@@ -363,8 +365,10 @@ def settings_line(config: Config, trainer, out: Path, curriculum) -> str:
     if config.run.action_repeat > 1:  # steps stay learner steps: say what one is
         k = config.run.action_repeat
         steps += f" (action repeat {k}: each step plays up to {k} game steps)"
+    algo = config.run.algo
     pieces = [
-        f"fasttrain: {config.game.name} {config.run.algo} on {trainer.device}",
+        f"fasttrain: {config.game.name} on {trainer.device}",
+        f"learner: {algo} ([{algo}] applies)",  # no other learner's section does
         *trainer.describe().split(" | "),
         steps,
     ]

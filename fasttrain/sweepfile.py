@@ -125,6 +125,8 @@ def from_layers(layers, trials: int | None = None, seed: int | None = None) -> S
     settings = _settings(table)
     base = cfg.build(plain)
     params = _params(raw_params, base)
+    if not {"run.algo", "game.name"} & {p.key for p in params}:  # one learner runs every trial
+        cfg.check_sections_apply(base)
     return Sweep(settings, params, tuple(plain), base)
 
 

@@ -56,6 +56,10 @@ class Learner:
     networks: tuple = ("model",)
     """keys of the trainer's ``state_dict`` that hold networks (name -> tensor dicts): every one
     is checked finite before a checkpoint is written; ``model`` is the one that plays"""
+    fixed: tuple = ("optimizer",)
+    """``[name]`` settings a resumed run cannot change: the checkpoint's optimizer state,
+    networks or buffers are built for them (``--resume`` refuses a change in one line); every
+    other setting takes effect from the resumed iteration on"""
     auto_compile: bool = False
     """``run.compile = "auto"`` may compile this learner (where torch.compile was measured to
     pay: long feed-forward runs of modest width on a CPU, see ``fasttrain.device``)"""
@@ -102,6 +106,7 @@ register(
         smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
         choices={"optimizer": OPTIMIZERS},
         short_names=ppo_config.SHORT_NAMES,
+        fixed=("optimizer", "overlap"),
         auto_compile=ppo_config.AUTO_COMPILE,
     )
 )
@@ -116,6 +121,7 @@ register(
         bench={"learning_starts": 0},  # the timed iterations include updates
         choices={"loss": dqn_config.LOSSES, "optimizer": OPTIMIZERS},
         short_names=dqn_config.SHORT_NAMES,
+        fixed=("optimizer", "buffer_size", "prioritized", "dueling"),
         auto_compile=dqn_config.AUTO_COMPILE,
         networks=("model", "target_model"),
         smoke={
@@ -140,6 +146,7 @@ register(
         ceiling="fasttrain.learners.pqn:ceiling",
         choices={"optimizer": OPTIMIZERS},
         short_names=pqn_config.SHORT_NAMES,
+        fixed=("optimizer", "layer_norm"),
         auto_compile=pqn_config.AUTO_COMPILE,
         # a constant epsilon and learning rate: the schedules would stretch with total_timesteps
         smoke={

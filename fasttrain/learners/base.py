@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from fasttrain import distributed, savedstate
@@ -18,7 +19,7 @@ from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_devic
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import host_memory_available
 from fasttrain.kernels.statecheck import StateError
-from fasttrain.learners.optim import Optimizers, optimizer_step
+from fasttrain.learners.optim import Optimizers, optimizer_step, set_learning_rate
 from fasttrain.ranks import SINGLE, Ranks
 from fasttrain.vecenv import VecEnv, make
 
@@ -334,3 +335,26 @@ class TrainerBase:
         self.iteration = state["iteration"]
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
+        self.resume_learning_rate()
+
+    def scheduled_learning_rate(self) -> float:
+        """The rate this run's config gives the next update: ``learning_rate``, scaled by the
+        share of iterations left where the learner anneals it (``anneal_lr``); a learner with
+        another schedule overrides this."""
+        args = self.args
+        if not getattr(args, "anneal_lr", False):
+            return args.learning_rate
+        return (1.0 - self.iteration / self.num_iterations) * args.learning_rate
+
+    def resume_learning_rate(self) -> None:
+        """After a checkpoint's optimizer state (which holds the rate it was written with):
+        the rate of this run's config at the resumed iteration, so a ``learning_rate`` or
+        ``anneal_lr`` changed on --resume takes effect. A rate equal to the checkpoint's in
+        float32 is left as the checkpoint held it (a float, or a tensor a compiled step
+        reads): an unchanged resume continues bit for bit."""
+        if self.iteration >= self.num_iterations or not hasattr(self.args, "learning_rate"):
+            return  # nothing left to train, or no rate in the config to follow
+        rate = self.scheduled_learning_rate()
+        held = [float(group["lr"]) for group in self.optimizer.param_groups]
+        if any(np.float32(h) != np.float32(rate) for h in held):
+            set_learning_rate(self.optimizer, rate)

@@ -56,6 +56,19 @@ def test_a_valid_value_out_of_range_is_refused_after_the_layers_are_read():
     assert result.output == "Error: ppo.gamma must be in [0, 1], got 2.0\n"
 
 
+def test_a_setting_of_a_learner_that_does_not_run_is_refused_in_one_line():
+    args = ["run", "--game", "minatar-seaquest", "--device", "cpu", "--set", "ppo.ent_coef=0.1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: --set ppo.ent_coef: this run's learner is pqn (minatar-seaquest preset), which "
+        "reads [pqn], not [ppo]; pass --algo ppo to train with ppo\n"
+    )
+    args = ["run", "--algo", "pqn", "--device", "cpu", "--set", "ppo.overlap=true"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "(--algo), which reads [pqn], not [ppo]" in result.output
+
+
 def test_resume_and_out_together_are_refused(tmp_path):
     result = CliRunner().invoke(main, ["run", "--resume", str(tmp_path), "--out", "x"])
     assert result.exit_code == 1

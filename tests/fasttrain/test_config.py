@@ -275,3 +275,70 @@ def test_a_game_may_name_its_own_learner_and_any_layer_overrides_it():
     assert chosen.run.algo == "ppo" and chosen.sources["run.algo"] == "config"
     assert cfg.from_dict({"game": {"name": "minatar-breakout"}}).run.algo == "ppo"
     assert "run.algo" not in cfg.from_dict({"game": {"name": "minatar-breakout"}}).sources
+
+
+# ------------------------------------------------------------------ no silent no-ops
+
+
+@pytest.mark.parametrize(
+    "sets, section, learner, source",
+    [
+        (["game.name=minatar-seaquest", "ppo.learning_rate=0.1"], "ppo", "pqn", "seaquest preset"),
+        (["game.name=minatar-asterix", "ppo.ent_coef=0.1"], "ppo", "pqn", "asterix preset"),
+        (["pqn.learning_rate=0.1"], "pqn", "ppo", "the default"),
+        (["run.algo=pqn", "ppo.overlap=true"], "ppo", "pqn", "--set"),
+        (["run.algo=ppo", "dqn.gamma=0.9"], "dqn", "ppo", "--set"),
+        (["game.snake.dqn.gamma=0.9"], "dqn", "ppo", "the default"),
+    ],
+)
+def test_set_into_another_learners_section_is_refused_in_one_line(sets, section, learner, source):
+    config = cfg.load(sets=sets)  # valid settings, resolved: the run would ignore them
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.check_sections_apply(config)
+    message = str(info.value)
+    key = sets[-1].split("=")[0]
+    assert message.startswith(f"--set {key}: this run's learner is {learner} (")
+    assert f"reads [{learner}], not [{section}]; pass --algo {section} to train with" in message
+    assert source in message and "\n" not in message
+
+
+def test_set_into_the_running_learners_section_and_defaults_pass():
+    for sets in (["ppo.learning_rate=0.1"], ["game.snake.ppo.num_steps=16"], []):
+        cfg.check_sections_apply(cfg.load(sets=sets))
+    for algo in LEARNERS:  # config.toml holds every learner's section, defaults and presets
+        for game in ("snake", "minatar-seaquest"):
+            sets = [f"run.algo={algo}", f"game.name={game}"]
+            cfg.check_sections_apply(cfg.load(ROOT / "config.toml", sets=sets))
+
+
+def test_a_config_file_may_not_set_a_learner_that_does_not_run(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[ppo]\nlearning_rate = 0.001\n[pqn]\nlearning_rate = 0.1\n")
+    cfg.check_sections_apply(cfg.load(path, sets=["run.algo=pqn"]))  # [ppo] holds its default
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.check_sections_apply(cfg.load(path))
+    assert str(info.value) == (
+        f"--config {path}: [pqn] learning_rate = 0.1 is never read: this run's learner is ppo "
+        "(the default), which reads [ppo], not [pqn]; pass --algo pqn to train with pqn"
+    )
+    # a value the game's preset gives that learner is what a written config.toml holds
+    preset = cfg.GAME_DEFAULTS["minatar-seaquest"]["ppo"]["num_envs"]
+    path.write_text(
+        f'[game]\nname = "minatar-seaquest"\n[game.minatar-seaquest.ppo]\nnum_envs = {preset}\n'
+    )
+    cfg.check_sections_apply(cfg.load(path))
+
+
+def test_settings_the_checkpoint_is_built_for_cannot_change_on_resume():
+    saved = cfg.load(sets=["run.algo=dqn"])
+    cfg.check_resume(saved, cfg.load(sets=["run.algo=dqn", "dqn.learning_rate=0.1"]))
+    changed = cfg.load(sets=["run.algo=dqn", "dqn.buffer_size=4096", "dqn.dueling=true"])
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.check_resume(saved, changed)
+    assert str(info.value).startswith(
+        f"checkpoint was written with dqn.buffer_size = {saved.learner.buffer_size}, "
+        "dqn.dueling = False; resume it with the same (this run has 4096, True, which --resume "
+        "cannot apply"
+    )
+    assert LEARNERS["ppo"].fixed == ("optimizer", "overlap")
+    assert LEARNERS["pqn"].fixed == ("optimizer", "layer_norm")

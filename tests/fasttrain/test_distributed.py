@@ -19,12 +19,14 @@ from fasttrain import checkpoint, distributed
 from fasttrain.ranks import Ranks
 from tests.cli import ROOT, cli_in_process
 
-SETS = [
-    "--game", "cartpole",
+PPO_SETS = [
     "--set", "game.cartpole.ppo.num_envs=16",
     "--set", "game.cartpole.ppo.num_steps=16",
     "--set", "game.cartpole.ppo.num_minibatches=2",
     "--set", "game.cartpole.ppo.anneal_lr=false",  # the same schedule in the half run
+]  # fmt: skip
+SETS = [
+    "--game", "cartpole",
     "--set", "model.hidden=16",
     "--set", "log.curves=false",
     "--set", "log.progress=false",
@@ -35,9 +37,11 @@ STEPS_PER_ITERATION = 16 * 16 * 2  # envs x steps x ranks
 VOLATILE = ("time_s", "sps")  # columns that depend on timing
 
 
-def launch(*args, nproc: int = 2) -> subprocess.Popen:
-    """``python -m fasttrain run --nproc N ...`` (the shortcut that execs torchrun)."""
+def launch(*args, nproc: int = 2, learner: list = PPO_SETS) -> subprocess.Popen:
+    """``python -m fasttrain run --nproc N ...`` (the shortcut that execs torchrun), with the
+    ``learner``'s settings (PPO's; another learner's section is refused)."""
     command = [sys.executable, "-m", "fasttrain", "run", "--nproc", str(nproc), *args, *SETS]
+    command += learner
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
@@ -81,7 +85,7 @@ def runs(tmp_path_factory):
     resume = launch("--resume", str(root / "resumed"), "--steps", total)
     dqn = launch(
         "--algo", "dqn", "--steps", total, "--out", str(root / "dqn"),
-        "--set", "game.cartpole.dqn.learning_starts=1024",
+        "--set", "game.cartpole.dqn.learning_starts=1024", learner=[],
     )  # fmt: skip
     results["resume"], results["dqn"] = finish(resume), finish(dqn)
     for name, result in results.items():
@@ -153,7 +157,7 @@ def test_one_run_directory_and_metrics_over_both_ranks(runs):
     steps = [int(r["global_step"]) for r in table]
     assert steps == [STEPS_PER_ITERATION * (i + 1) for i in range(8)]  # both ranks' steps
     output = results["straight"].stdout
-    assert output.count("fasttrain: cartpole ppo") == 1  # rank 0 alone prints
+    assert output.count("fasttrain: cartpole on ") == 1  # rank 0 alone prints
     assert "per rank x 2 ranks" in output
 
 

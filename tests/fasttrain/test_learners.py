@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -179,6 +180,38 @@ def test_resume_equals_straight_run_bit_for_bit(smoke_runs, name):
     # the resumed half appended its rows after the first half's, one per iteration
     every = [runs.iteration_steps * (i + 1) for i in range(2 * runs.half)]
     assert metrics_steps(runs.straight) == metrics_steps(runs.halves) == every
+
+
+def saved_rates(state: dict) -> list[float]:
+    """The learning rate of every parameter group of a checkpoint's optimizer."""
+    parts = state["optimizer"].get("optimizers", [state["optimizer"]])
+    return [float(group["lr"]) for part in parts for group in part["param_groups"]]
+
+
+@pytest.mark.parametrize("name", list(LEARNERS))
+def test_a_learning_rate_changed_on_resume_takes_effect(smoke_runs, name, tmp_path):
+    runs = smoke_runs(name)
+    out = shutil.copytree(runs.halves, tmp_path / "run")
+    old = runs.config.learner.learning_rate
+    assert saved_rates(checkpoint.load(out)) == [pytest.approx(old)]
+    total = (2 * runs.half + 2) * runs.iteration_steps  # two more iterations
+    run(smoke_config(name, total, learning_rate=3 * old), resume=out, echo=quiet)
+    assert saved_rates(checkpoint.load(out)) == [pytest.approx(3 * old)]
+    with open(out / "metrics.csv", newline="") as f:
+        rates = [float(row["charts/learning_rate"]) for row in csv.DictReader(f)]
+    assert rates == [pytest.approx(old)] * (2 * runs.half) + [pytest.approx(3 * old)] * 2
+
+
+@pytest.mark.parametrize("name", list(LEARNERS))
+def test_a_setting_the_checkpoint_is_built_for_cannot_change_on_resume(smoke_runs, name, tmp_path):
+    out = shutil.copytree(smoke_runs(name).halves, tmp_path / "run")
+    files = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ConfigError) as info:
+        run(smoke_config(name, 10**6, optimizer="muon"), resume=out, echo=quiet)
+    message = str(info.value)
+    assert f"checkpoint was written with {name}.optimizer = 'adam'; resume it with" in message
+    assert "this run has 'muon'" in message and "\n" not in message
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files  # nothing written
 
 
 @pytest.mark.parametrize("name", list(LEARNERS))
@@ -467,7 +500,8 @@ def test_toy_learner_trains_resumes_and_plays(toy, tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "snake toy" in result.output and "8 envs x 4 steps = batch 32" in result.output
+    assert "learner: toy ([toy] applies)" in result.output
+    assert "8 envs x 4 steps = batch 32" in result.output
 
     run(toy_config(total // 2), out=halves, echo=quiet)
     assert metrics_steps(halves) == [size * (i + 1) for i in range(4)]

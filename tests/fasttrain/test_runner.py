@@ -6,12 +6,20 @@ from __future__ import annotations
 import math
 import signal
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from fasttrain import config as cfg
 from fasttrain.parts import Signals
-from fasttrain.runner import StopSignals, compile_notices, default_out, json_safe
+from fasttrain.runner import (
+    StopSignals,
+    compile_notices,
+    default_out,
+    json_safe,
+    settings_line,
+)
 from tests.fasttrain.test_parts import boundary, trainer
 
 
@@ -55,3 +63,19 @@ def test_compile_notices_reach_another_echo_as_whole_lines():
     say(" 3.2 s")
     say("compiling gae_env")
     assert lines == ["compiling snake for the cpu backend... 3.2 s", "compiling gae_env"]
+
+
+def test_the_settings_line_names_the_learner_whose_section_applies():
+    config = cfg.load(sets=["game.name=minatar-seaquest", "run.device=cpu"])  # PQN's preset
+    fake = trainer(
+        args=config.learner,
+        num_iterations=10,
+        steps_per_iteration=config.learner.total_timesteps // 10,
+        env=SimpleNamespace(num_agents=1),
+        device="cpu",
+        describe=lambda: "128 envs x 32 steps = batch 4096",
+    )
+    text = settings_line(config, fake, Path("runs/x"), None)
+    first = text.splitlines()[0]
+    assert first.startswith("fasttrain: minatar-seaquest on cpu | learner: pqn ([pqn] applies) | ")
+    assert "run.algo='pqn' (minatar-seaquest preset)" in text

@@ -74,6 +74,11 @@ BAD = {
         "{ low = 0.1, high = 0.2 }\n",
         "changes nothing: run.algo is 'ppo'",
     ),
+    "another learner's section": (
+        '[pqn]\ngamma = 0.9\n[sweep]\nobjective = "final_return"\n[sweep.params]\n'
+        '"ppo.learning_rate" = { low = 0.1, high = 0.2 }\n',
+        "[pqn] gamma = 0.9 is never read: this run's learner is ppo",
+    ),
 }
 
 
@@ -85,6 +90,15 @@ def test_bad_sweep_files_end_in_one_line_before_any_trial(case, tmp_path):
     assert result.exit_code not in (0, None)
     assert expected in one_line(result)
     assert not out.exists()
+
+
+def test_a_sweep_of_learners_may_set_each_learners_section(tmp_path):
+    text = (
+        '[pqn]\ngamma = 0.9\n[sweep]\nobjective = "final_return"\n[sweep.params]\n'
+        '"run.algo" = { choices = ["ppo", "pqn"] }\n'
+    )
+    sweep = sweepfile.load(write(tmp_path, text))
+    assert sweep.trial_config({"run.algo": "pqn"}).learner.gamma == 0.9
 
 
 def test_the_example_sweep_file_is_valid():

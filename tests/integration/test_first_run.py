@@ -57,12 +57,12 @@ def test_a_cold_cache_says_what_compiles_and_how_long_and_a_warm_one_says_nothin
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     assert [NOTICE.match(x)["what"] for x in lines[:1]] == ["learner kernel gae_env"], lines
-    assert lines[1].startswith("fasttrain: cartpole ppo on cpu"), lines
+    assert lines[1].startswith("fasttrain: cartpole on cpu | learner: ppo ([ppo] applies)"), lines
     assert "compiling" not in first.stderr
     again = python(["-m", "fasttrain.cli", "run", "--game", "cartpole", *args], tmp_path)
     assert again.returncode == 0, again.stderr
     assert "compiling" not in again.stdout + again.stderr
-    assert again.stdout.startswith("fasttrain: cartpole ppo on cpu")
+    assert again.stdout.startswith("fasttrain: cartpole on cpu | learner: ppo")
 
 
 def time_left_after(boundaries, planned):
@@ -102,7 +102,9 @@ def test_a_run_prints_lines_that_fit_and_the_header_unwraps_to_every_setting(tmp
     assert len(steps) == 4 and steps[0].split(" | ")[2] == "ETA     --", steps
     assert all(" | ETA " in line and "forward" not in line for line in steps)
     first = header(text)
-    assert first.startswith("fasttrain: snake ppo on cpu | 8 envs x 32 steps = batch 256")
+    assert first.startswith(
+        "fasttrain: snake on cpu | learner: ppo ([ppo] applies) | 8 envs x 32 steps = batch 256"
+    )
     for setting in ("ppo.ent_coef=0.01 (--set)", "game.snake.height=6 (--set)"):
         assert setting in first, first
     # log.wide: every loss and the time split, wider than 120 columns

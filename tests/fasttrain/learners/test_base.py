@@ -96,3 +96,35 @@ def test_initial_weights_do_not_depend_on_the_thread_count():
         weights.append([p.detach().clone() for p in trainer.policy.parameters()])
     for a, b in zip(*weights, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_resumed_trainer_takes_the_learning_rate_schedule_of_its_own_config():
+    """The checkpoint's optimizer holds the rate it was written with; a resumed trainer
+    sets the one its config gives at the resumed iteration (anneal_lr turned off or on,
+    learning_rate changed), and keeps the checkpoint's where they agree."""
+
+    def quiet(*_):
+        pass
+
+    def ppo(**section):
+        return small(game={"snake": {"ppo": {"total_timesteps": 16 * 8 * 4, **section}}})
+
+    annealed = Trainer(ppo(anneal_lr=True, learning_rate=1e-3), warn=quiet)
+    annealed.iterate()
+    annealed.iterate()  # the next update's rate is half the full one (2 of 4 iterations left)
+    state = annealed.state_dict()
+    assert annealed.learning_rate == pytest.approx(0.75e-3)  # the rate the second update used
+
+    constant = Trainer(ppo(anneal_lr=False, learning_rate=1e-3), warn=quiet)
+    constant.load_state_dict(state)
+    assert constant.learning_rate == 1e-3
+    constant.iterate()
+    assert constant.learning_rate == 1e-3
+
+    again = Trainer(ppo(anneal_lr=True, learning_rate=4e-3), warn=quiet)
+    again.load_state_dict(state)
+    assert again.learning_rate == pytest.approx(2e-3)
+
+    same = Trainer(ppo(anneal_lr=False, learning_rate=1e-3), warn=quiet)
+    same.load_state_dict(constant.state_dict())
+    assert same.learning_rate == 1e-3

@@ -370,7 +370,7 @@ def test_cli_run_dqn_writes_the_run_directory_and_plays(tmp_path):
         *sets,
     )
     assert result.returncode == 0, result.stderr
-    assert "snake dqn" in result.stdout and "td " in result.stdout
+    assert "learner: dqn ([dqn] applies)" in result.stdout and "td " in result.stdout
     resolved = cfg.tomllib.loads((out / "config.toml").read_text())
     assert resolved["run"]["algo"] == "dqn"
     assert resolved["game"]["snake"]["dqn"]["num_envs"] == 16  # --num-envs went to [game.snake.dqn]

@@ -277,7 +277,11 @@ def test_cli_run_then_greedy_eval_and_play(tmp_path):
         + sum((["--set", s] for s in sets), []),
     )
     assert result.exit_code == 0, result.output
-    assert "snake pqn" in result.output and " eps " in result.output and "td " in result.output
+    assert (
+        "learner: pqn ([pqn] applies)" in result.output
+        and " eps " in result.output
+        and "td " in result.output
+    )
     resolved = cfg.tomllib.loads((out / "config.toml").read_text())
     assert resolved["run"]["algo"] == "pqn" and "[pqn]" in (out / "config.toml").read_text()
     assert checkpoint.load(out)["global_step"] == 2048

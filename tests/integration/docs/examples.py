@@ -110,14 +110,16 @@ def _set_option(args: list[str], name: str, value) -> list[str]:
 
 def learner(args: list[str]) -> str:
     """The learner a ``fasttrain run`` line trains: --algo, run.algo of --set or the --config
-    file, else PPO."""
+    file, else the game's preset's (its smoke settings go to that learner's section: another
+    learner's would be refused)."""
     from fasttrain import config as cfg
+    from fasttrain.presets import learner_of
 
     sets = [args[k + 1] for k, word in enumerate(args[:-1]) if word == "--set"]
     algo = _option(args, "--algo") or cfg.parse_set(sets).get("run", {}).get("algo")
     if algo is None and _option(args, "--config"):
         algo = cfg.load_toml(_option(args, "--config")).get("run", {}).get("algo")
-    return algo or "ppo"
+    return algo or learner_of(_option(args, "--game") or "snake")
 
 
 def tiny(args: list[str]) -> tuple[str, list[str]]:
