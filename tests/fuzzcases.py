@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 READERS = ("inspect", "play", "eval", "resume")  # every command that reads a checkpoint
+LOADERS = ("play", "eval", "resume")  # the readers that load it (inspect only describes it)
 COUNTS = ("ep_length", "done_length", "done_count")  # the runtime's counters: never negative
 
 
@@ -147,7 +148,9 @@ def learner_cases(state: dict, rng: np.random.Generator, per_leaf: int) -> list[
 
 
 def _bad_scalar(name: str, value) -> bool:
-    if value is _MISSING or value is None or isinstance(value, (bool, str, list)):
+    if value is _MISSING:  # a counter is needed; a clock may start again at 0
+        return name in COUNTERS
+    if value is None or isinstance(value, (bool, str, list)):
         return True
     if name in COUNTERS:
         return not isinstance(value, int) or value < 0 or value > 2**62
@@ -180,7 +183,8 @@ def tensor_cases(state: dict, rng: np.random.Generator, per_tensor: int) -> list
     for path, value in _leaves(state, skip=("env", "config", "identity")):
         if not hasattr(value, "shape"):
             continue
-        kinds = [c for c in TENSOR_CHANGES if value.is_floating_point() or c not in ("nan", "1e30")]
+        valued = value.is_floating_point() and value.numel() > 0  # NaN and 1e30 need a value
+        kinds = [c for c in TENSOR_CHANGES if valued or c not in ("nan", "1e30")]
         for change in [kinds[i] for i in sorted(rng.choice(len(kinds), per_tensor, False))]:
             readers = READERS if path[0] in nets else ("inspect", "resume")
             refuse = ()
@@ -204,7 +208,7 @@ def _changed_tensor(tensor, change: str, rng: np.random.Generator):
 
     if change == "nan":
         out = tensor.clone()
-        out.view(-1)[int(rng.integers(max(out.numel(), 1)))] = math.nan if out.numel() else 0
+        out.view(-1)[int(rng.integers(out.numel()))] = math.nan
         return out
     if change == "1e30":
         return torch.full_like(tensor, 1e30 if tensor.dtype != torch.float16 else 6e4)
@@ -229,7 +233,7 @@ def header_cases(state: dict, rng: np.random.Generator, per_leaf: int) -> list[C
     config's sizes: wrong types, missing, absurd sizes."""
     every = ("format", "identity", "config", "learner", "device")
     cases = [
-        Case(f"format={label}", "header", READERS, READERS, _set(("format",), value))
+        Case(f"format={label}", "header", READERS, LOADERS, _set(("format",), value))
         for label, value in (("2", 2), ("'3'", "3"), ("none", None), ("missing", _MISSING))
     ]
     for key in ("learner", "device", "identity", "config"):

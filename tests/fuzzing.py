@@ -47,6 +47,7 @@ CHILD_ENV = {
     "NUMBA_NUM_THREADS": "1",
     "NUMBA_THREADING_LAYER": "workqueue",  # fork-safe, where GNU OpenMP aborts the child
     "OMP_NUM_THREADS": "1",
+    "OBJC_DISABLE_INITIALIZE_FORK_SAFETY": "YES",  # macOS: a forked child may use what it had
 }
 NUM_ENVS, NUM_STEPS = 4, 8
 COMMON = (
@@ -190,7 +191,10 @@ def _child(args, out: Path, err: Path) -> None:
         import resource
 
         limit = _address_space() + MEMORY_GIB * 2**30
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ValueError, OSError):  # macOS may refuse to lower it: the run goes unlimited
+            pass
         try:
             if callable(args):  # one of self_check's endings, run as a command
                 import click
@@ -363,8 +367,8 @@ def main(argv=None) -> int:
         outcomes = serve(base, args.seed, work, args.count, args.case, args.reader or READERS)
         rows += [asdict(o) for o in outcomes]
         seconds[base] = time.perf_counter() - started
-    if args.json:
-        args.json.write_text(json.dumps({"seconds": seconds, "rows": rows}))
+        if args.json:  # after each base: what was read survives a stop in the next
+            args.json.write_text(json.dumps({"seconds": seconds, "rows": rows}))
     for o in rows if args.verbose else []:
         print(f"{o['outcome']:<8} {o['reader']:<7} {o['case']} {o['why']}\n{o['detail']}\n")
     print(table(rows, args.seed))

@@ -3,8 +3,10 @@ checksummed file holds: the seeded checkpoint fuzzer (``tests/fuzzing.py``).
 
 Each case changes one field of a tiny real checkpoint (an environment-state array of a game, a
 learner-state scalar or tensor, a header, identity or saved-config field) and gives it to every
-command that reads checkpoints (``run --resume``, ``checkpoint inspect``, ``play``, ``eval``),
-each reading in a child process with bounds-checked kernels and a timeout. A reading must end in
+command that reads checkpoints (``run --resume``, ``checkpoint inspect``, ``play``, ``eval``)
+that reads that field (``play`` and ``eval`` play fresh environments with the acting network:
+they get the network and header cases, not the environment state or the optimizer's), each
+reading in a child process with bounds-checked kernels and a timeout. A reading must end in
 a correct run or a one-line refusal; a crash, a hang, an out-of-bounds access, a traceback,
 several lines of error or a value that had to be refused and was used fail the test, with a
 table of the failures and one command per failure that reproduces it.
