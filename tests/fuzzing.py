@@ -351,8 +351,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     missing = {k: v for k, v in CHILD_ENV.items() if os.environ.get(k) != v}
     if missing:  # the settings must be there before numba and torch are imported: restart
-        os.execve(sys.executable, [sys.executable, "-m", "tests.fuzzing", *sys.argv[1:]],
-                  {**os.environ, **missing})  # fmt: skip
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "tests.fuzzing", *sys.argv[1:]],
+            {**os.environ, **missing},
+        )
     import tempfile
 
     import torch

@@ -34,11 +34,24 @@ SEED = int(os.environ.get("FASTTRAIN_FUZZ_SEED", fuzzing.SEED))
 COUNT = os.environ.get("FASTTRAIN_FUZZ_COUNT")
 # the slow tier's bases, in two halves that xdist may run side by side
 HALVES = (
-    ["snake-ppo", "cartpole-ppo", "arena-ppo", "minatar-asterix-ppo", "minatar-breakout-ppo",
-     "snake-ppo-overlap"],
-    ["minatar-freeway-ppo", "minatar-seaquest-ppo", "minatar-space_invaders-ppo",
-     "cartpole-ppo-gru", "cartpole-pqn", "minatar-asterix-pqn", "cartpole-dqn"],
-)  # fmt: skip
+    [
+        "snake-ppo",
+        "cartpole-ppo",
+        "arena-ppo",
+        "minatar-asterix-ppo",
+        "minatar-breakout-ppo",
+        "snake-ppo-overlap",
+    ],
+    [
+        "minatar-freeway-ppo",
+        "minatar-seaquest-ppo",
+        "minatar-space_invaders-ppo",
+        "cartpole-ppo-gru",
+        "cartpole-pqn",
+        "minatar-asterix-pqn",
+        "cartpole-dqn",
+    ],
+)
 assert sorted(HALVES[0] + HALVES[1]) == sorted(fuzzing.BASES)  # every base, once
 
 
@@ -48,9 +61,20 @@ def fuzz(tmp_path, bases, count, timeout, *extra) -> dict:
     count = COUNT or count
     sizes = [] if count == "all" else ["--count", count]
     proc = start(
-        "-m", "tests.fuzzing", *bases, "--seed", SEED, *sizes, "--work", tmp_path,
-        "--json", out, *extra, env=fuzzing.CHILD_ENV, cwd=tmp_path,
-    )  # fmt: skip
+        "-m",
+        "tests.fuzzing",
+        *bases,
+        "--seed",
+        SEED,
+        *sizes,
+        "--work",
+        tmp_path,
+        "--json",
+        out,
+        *extra,
+        env=fuzzing.CHILD_ENV,
+        cwd=tmp_path,
+    )
     result = finish(proc, timeout=timeout)
     assert out.is_file(), f"the fuzzer stopped (exit {result.returncode}):\n{result.stderr[-3000:]}"
     return json.loads(out.read_text())
