@@ -91,7 +91,7 @@ def check(outcomes: dict, bases) -> None:
 def test_a_seeded_sample_of_hostile_checkpoints_is_refused_in_one_line_or_runs(tmp_path):
     """Snake PPO, a few cases of each kind, every reader; first the fuzzer's own check that it
     tells a crash, a hang, a traceback, a refusal and a run apart."""
-    outcomes = fuzz(tmp_path, ["snake-ppo"], 5, 240, "--self-check")
+    outcomes = fuzz(tmp_path, ["snake-ppo"], 8, 240, "--self-check")
     assert {row["kind"] for row in outcomes["rows"]} == {"env", "learner", "tensor", "header"}
     check(outcomes, ["snake-ppo"])
 
