@@ -29,6 +29,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -142,7 +143,8 @@ def classify(code: int | None, signum: int | None, err: str, out: str, must_refu
             return "FAIL", "hang", tail
         return "FAIL", f"crash ({signal.Signals(signum).name})", tail
     if "Traceback" in err or "Traceback" in out:
-        last = next((ln for ln in reversed(lines) if ln and not ln.startswith(" ")), "")
+        raised = [ln for ln in lines if re.match(r"[\w.]+(Error|Exception|Warning)\b", ln)]
+        last = raised[-1] if raised else lines[-1]
         if last.startswith("IndexError"):  # what a bounds-checked kernel raises
             return "FAIL", f"oob: {last[:160]}", tail
         return "FAIL", f"traceback: {last[:160]}", tail

@@ -103,3 +103,59 @@ def test_every_game_and_learner_reads_hostile_checkpoints_safely(tmp_path, half)
     about two minutes each on a warm kernel cache."""
     bases = HALVES[half]
     check(fuzz(tmp_path, bases, 40, 900), bases)
+
+
+def small_state() -> dict:
+    """A checkpoint-shaped state with a real Snake environment state, built in this process."""
+    import torch
+
+    import fasttrain
+
+    env = fasttrain.make("snake", num_envs=2, backend="python", seed=0, height=5, width=5)
+    return {
+        "format": 3,
+        "learner": "ppo",
+        "global_step": 64,
+        "iteration": 2,
+        "time_s": 0.5,
+        "device": "cpu",
+        "env": env.state_dict(),
+        "model": {"actor.weight": torch.ones(4, 3), "actor.bias": torch.zeros(4)},
+        "optimizer": {"param_groups": [{"lr": 0.001, "betas": (0.9, 0.999), "params": [0, 1]}]},
+        "identity": {"game": "snake", "model": {"hidden": 16}, "num_envs": 2, "obs_shape": (4,)},
+        "config": "[model]\nhidden = 16\n\n[game.snake]\nheight = 5\nwidth = 5\n",
+    }
+
+
+def test_the_cases_cover_every_field_are_seeded_and_each_changes_a_saved_file(tmp_path):
+    import copy
+
+    from fasttrain import checkpoint
+    from tests.fuzzcases import SCALARS, all_cases
+
+    state = small_state()
+    cases = all_cases(state, seed=7)
+    ids = [case.id for case in cases]
+    assert ids == [case.id for case in all_cases(state, seed=7)]  # the seed says which
+    assert ids != [case.id for case in all_cases(state, seed=8)]  # positions are drawn
+    for name in state["env"]:  # every env-state array, hostile values and random contents
+        assert f"env.{name}=random" in ids and sum(i.startswith(f"env.{name}[") for i in ids) >= 1
+    rng_zero = next(case for case in cases if case.id.startswith("env.rng[") and "=0" in case.id)
+    assert rng_zero.refuse == ("resume",)  # a zero word must be refused, not run
+    for counter in ("global_step", "iteration"):
+        assert {f"{counter}={label}" for label in SCALARS} <= set(ids)
+    assert "config:model.hidden=1000000000" in ids and "identity.obs_shape=65 dims" in ids
+    before = _saved(tmp_path / "base.pt", state).read_bytes()
+    for n, case in enumerate(cases):  # not a no-op, and written by fasttrain's own writer
+        changed = copy.deepcopy(state)
+        case.apply(changed)
+        path = _saved(tmp_path / f"{n}.pt", changed)
+        assert path.read_bytes() != before, case.id
+        checkpoint.read_state(path)  # its checksum holds: only its values are hostile
+
+
+def _saved(path, state):
+    from fasttrain import checkpoint
+
+    checkpoint.save(path, state)
+    return path
