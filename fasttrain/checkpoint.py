@@ -209,15 +209,13 @@ def load(path) -> dict:
 
 def check_model_size(path, config, weights: dict) -> None:
     """Refuse, before any network is built, a config whose network is larger than the weights
-    the checkpoint holds: its torso alone (counted on the meta device, as ``config.validate``
+    the checkpoint holds: its torso alone (counted by arithmetic, as ``config.validate``
     counts it against the host's memory) must fit in them, so a small file cannot make a
     reader build, and initialise, a large network only to find its weights do not fit."""
-    from fasttrain.models import make_torso
+    from fasttrain.models import torso_numel
 
     spec = games.get(config.game.name)
-    with torch.device("meta"):
-        torso = make_torso(spec.obs_shape(config.params), config.model, "cpu", spec.obs_categories)
-    needed = sum(p.numel() for p in torso.parameters())
+    needed = torso_numel(spec.obs_shape(config.params), config.model, "cpu", spec.obs_categories)
     held = sum(t.numel() for t in weights.values() if isinstance(t, torch.Tensor))
     if needed > held:
         model = config.model

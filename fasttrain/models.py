@@ -263,13 +263,32 @@ def make_torso(
 TRAINING_COPIES = 4
 
 
+def torso_numel(
+    obs_shape, model, device="cpu", categories: int = 0, layer_norm: bool = False
+) -> int:
+    """Weights in ``make_torso``'s network, counted by arithmetic, building nothing: a config
+    claiming 100,000 layers is refused in microseconds (building even on the meta device takes
+    minutes), and a number too big for memory is still just a number."""
+    kind = _kind(obs_shape, model, device, categories)
+    if categories:
+        obs_shape = (categories, *obs_shape) if kind == "cnn" else (*obs_shape, categories)
+    norm = 2 if layer_norm else 0  # LayerNorm / GroupNorm(1, width): a weight and a bias each
+    if kind == "cnn":
+        channels, height, width = obs_shape
+        c = model.channels
+        convs = (channels * 9 * c + c + norm * c) + (model.layers - 1) * (c * 9 * c + c + norm * c)
+        return convs + c * height * width * model.hidden + model.hidden * (1 + norm)
+    size = math.prod(obs_shape)
+    h = model.hidden
+    first = size * h + h + norm * h
+    return first + (model.layers - 1) * (h * h + h + norm * h)
+
+
 def training_nbytes(obs_shape, model, device="cpu", categories: int = 0) -> int:
-    """Bytes the torso of ``make_torso`` takes to train (``TRAINING_COPIES`` of its weights),
-    counted on the meta device, so a network too big for the machine is refused before any
-    of it is allocated (the heads are a small share and left out)."""
-    with torch.device("meta"):
-        torso = make_torso(obs_shape, model, device, categories)
-    return TRAINING_COPIES * sum(p.numel() * p.element_size() for p in torso.parameters())
+    """Bytes the torso of ``make_torso`` takes to train (``TRAINING_COPIES`` of its float32
+    weights), counted without building it, so a network too big for the machine is refused
+    before any of it is allocated (the heads are a small share and left out)."""
+    return TRAINING_COPIES * 4 * torso_numel(obs_shape, model, device, categories)
 
 
 def make_policy(

@@ -320,6 +320,8 @@ def _one_optimizer(value, optimizer, name: str) -> None:
         for key, setting in group.items():
             if key != "params" and key in own:
                 _setting(setting, own[key], f"{where}.{key}")
+        for key in own.keys() - group.keys():  # a setting the file does not hold (an older
+            group[key] = own[key]  # torch wrote it, or it was cut out): this run's own value
     states = field(value, "state", "a table of per-parameter states", f"{name}.state")
     for index, state in table(states, f"{name}.state").items():
         if index not in shapes:

@@ -40,8 +40,19 @@ def _bool_problem(name: str, array: np.ndarray) -> str | None:
     return None
 
 
+def _counter_bounds(array: np.ndarray, low, high) -> tuple:
+    """``[low, high]`` held within ``±2**(bits - 2)`` for a signed integer array of 32 bits or
+    more: a counter (steps, episode lengths, timers) never gets that far from 0 in play, and one
+    at its dtype's edge would wrap round to the other edge at its next increment."""
+    if array.dtype.kind != "i" or array.dtype.itemsize < 4:
+        return low, high
+    edge = 2 ** (8 * array.dtype.itemsize - 2)
+    return (-edge if low is None else max(low, -edge)), (edge if high is None else min(high, edge))
+
+
 def _range_problem(name: str, array: np.ndarray, low, high, unit: str) -> str | None:
     """The first value of ``array`` outside ``[low, high]`` (or not finite), or None."""
+    low, high = _counter_bounds(array, low, high)
     bad = np.zeros(array.shape, dtype=bool)
     if array.dtype.kind == "f":
         bad |= ~np.isfinite(array)
@@ -88,7 +99,7 @@ def state_problem(spec: GameSpec, params, arrays: dict, num_actions: int) -> str
     for field in spec.state:
         low, high = field.bounds(params)
         array = arrays[field.name]
-        if low is None and high is None and array.dtype.kind != "f":
+        if low is None and high is None and array.dtype.kind not in "fi":
             continue
         problem = _range_problem(field.name, array, low, high, "env")
         if problem:

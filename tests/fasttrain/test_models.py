@@ -15,6 +15,7 @@ from fasttrain.models import (
     make_policy,
     make_q_network,
     make_torso,
+    torso_numel,
     training_nbytes,
 )
 
@@ -92,6 +93,31 @@ def test_training_bytes_are_four_float32_copies_of_the_torsos_weights():
     model = cfg.ModelConfig(kind="mlp", layers=2, hidden=16)
     weights = (10 * 16 + 16) + (16 * 16 + 16)
     assert training_nbytes((10,), model) == TRAINING_COPIES * 4 * weights
+
+
+@pytest.mark.parametrize(
+    ("obs_shape", "kind", "categories", "layer_norm"),
+    [
+        ((10,), "mlp", 0, False),
+        ((2, 5), "mlp", 3, True),
+        ((4, 6, 6), "cnn", 0, False),
+        ((5, 5), "cnn", 4, True),
+        ((10, 10), "cnn", 7, False),
+    ],
+)
+@pytest.mark.parametrize("layers", [1, 3])
+def test_the_torso_count_by_arithmetic_is_the_built_networks(
+    obs_shape, kind, categories, layer_norm, layers
+):
+    model = cfg.ModelConfig(kind=kind, layers=layers, hidden=12, channels=5)
+    built = make_torso(obs_shape, model, categories=categories, layer_norm=layer_norm)
+    count = torso_numel(obs_shape, model, categories=categories, layer_norm=layer_norm)
+    assert count == sum(p.numel() for p in built.parameters())
+
+
+def test_a_claimed_huge_network_is_counted_without_building_it():
+    model = cfg.ModelConfig(kind="mlp", layers=100_000, hidden=16)
+    assert torso_numel((4,), model) == (4 * 16 + 16) + 99_999 * (16 * 16 + 16)
 
 
 def test_the_actor_critic_gives_logits_and_values_per_row():

@@ -197,6 +197,19 @@ def test_the_good_checkpoint_the_cases_are_made_from_resumes(ppo_run, tmp_path):
     assert read(run_dir)["global_step"] == 512
 
 
+def test_an_optimizer_setting_the_file_lacks_takes_this_runs_own(ppo_run, tmp_path):
+    """An older torch may not write a setting a newer one has; cut out, ``eps`` is this run's."""
+    run_dir = write_mutated(
+        ppo_run, tmp_path / "run", ("optimizer", "param_groups", 0, "eps"), DELETE
+    )
+    result = cli_in_process("run", "--resume", run_dir, "--steps", 512)
+    assert result.returncode == 0, result.stderr
+    assert (
+        read(run_dir)["optimizer"]["param_groups"][0]["eps"]
+        == read(ppo_run)["optimizer"]["param_groups"][0]["eps"]
+    )
+
+
 def test_a_config_that_is_not_toml_is_one_line_on_resume_as_on_eval(ppo_run, tmp_path):
     run_dir = write_mutated(ppo_run, tmp_path / "run", ("config",), "x")
     expected = f"Error: checkpoint {run_dir / checkpoint.FILENAME} holds an unreadable config"

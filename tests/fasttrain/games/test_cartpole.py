@@ -228,7 +228,7 @@ def test_every_state_random_play_reaches_loads_whatever_the_thresholds():
 @pytest.mark.parametrize(
     ("name", "value", "valid"),
     [
-        ("steps", -1, "0 to any"),
+        ("steps", -1, "0 to 1073741824"),
         ("x", np.inf, "finite"),
         ("x_dot", np.nan, "finite"),
         ("theta", -np.inf, "finite"),

@@ -455,8 +455,8 @@ def _put(name, value, index=()):
         ("fruit", (), 36, "-1 to 35"),
         ("fruit", (), 100_000_000, "-1 to 35"),
         ("grid", (4,), 2, "0 to 1"),
-        ("steps_since_food", (), -1, "0 to any"),
-        ("steps", (), -1, "0 to any"),
+        ("steps_since_food", (), -1, "0 to 1073741824"),
+        ("steps", (), -1, "0 to 1073741824"),
     ],
 )
 def test_a_field_outside_its_range_is_refused(played, name, index, value, valid):

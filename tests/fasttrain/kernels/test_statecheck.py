@@ -62,7 +62,7 @@ def test_a_state_the_game_produced_loads(env):
         ("rng", 0, "env 1: rng = 0, the generator's fixed point"),
         ("actions", 3, "row 1: actions = 3; valid: 0 to 2"),
         ("actions", -1, "row 1: actions = -1; valid: 0 to 2"),
-        ("ep_length", -4, "row 1: ep_length = -4; valid: 0 to any"),
+        ("ep_length", -4, "row 1: ep_length = -4; valid: 0 to 1073741824"),
         ("done_count", -1, "row 1: done_count = -1"),
         ("ep_return", np.nan, "row 1: ep_return = nan; valid: finite"),
         ("rewards", np.inf, "row 1: rewards = inf; valid: finite"),
@@ -71,6 +71,13 @@ def test_a_state_the_game_produced_loads(env):
         ("count", -1, "env 1: count = -1; valid: 0 to 7"),
         ("history", np.nan, "env 1: history = nan; valid: finite"),
         ("history", 2e6, "env 1: history too large"),
+        # a counter at its dtype's edge would wrap round at its next increment
+        ("ep_length", 2**31 - 1, "row 1: ep_length = 2147483647; valid: 0 to 1073741824"),
+        (
+            "done_count",
+            2**63 - 1,
+            "row 1: done_count = 9223372036854775807; valid: 0 to 4611686018427387904",
+        ),
     ],
 )
 def test_a_value_the_game_cannot_produce_is_refused_in_one_line(env, name, value, says):
