@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from tests.cli import cli_in_process
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY = [
     "--quick",
@@ -190,7 +192,7 @@ def test_plot_is_a_png(tiny_run):
 )
 def test_bad_input_fails_before_measuring(args, message, tmp_path):
     json_path = tmp_path / "out.json"
-    done = run_bench(*args, "--json", str(json_path), timeout=60)
+    done = cli_in_process("bench", *args, "--json", str(json_path), cwd=tmp_path)
     assert done.returncode == 2
     assert message in done.stderr
     assert "bench:" not in done.stderr  # no measurement started
@@ -247,8 +249,8 @@ def test_backend_selection_and_the_python_size_cap(tmp_path):
         (["--targets-only", "--core", "lstm"], "--targets-only leaves out"),
     ],
 )
-def test_bad_core_fails_before_measuring(args, message):
-    done = run_bench(*args, timeout=60)
+def test_bad_core_fails_before_measuring(args, message, tmp_path):
+    done = cli_in_process("bench", *args, cwd=tmp_path)
     assert done.returncode == 2
     assert message in done.stderr and "bench:" not in done.stderr
     assert len([ln for ln in done.stderr.splitlines() if ln.startswith("Error")]) == 1
