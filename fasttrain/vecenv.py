@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 from fasttrain import games
 from fasttrain.device import resolve_device
 from fasttrain.kernels import KernelEnv, resolve_backend
-from fasttrain.kernels.env import check_seed
+from fasttrain.kernels.env import check_seeds
 
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 # outputs bound for ``step(obs_out=...)`` callers, most recent kept; each entry keeps its
@@ -119,6 +120,11 @@ class VecEnv:
         return self._core.spec
 
     @property
+    def seed(self) -> int | tuple[int, ...]:
+        """The seed the envs were last seeded with: an int, or a population's tuple (see make)."""
+        return self._core.seed
+
+    @property
     def state(self) -> dict:
         """The game's state arrays by name (writable backend arrays)."""
         return self._core.state
@@ -163,8 +169,10 @@ class VecEnv:
         self._follow_torch_stream()
         self._core.load_state_dict(arrays)
 
-    def reset(self, seed: int | None = None) -> torch.Tensor:
-        """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``."""
+    def reset(self, seed=None) -> torch.Tensor:
+        """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``.
+
+        A sequence of M seeds makes a population (see ``make``)."""
         self._follow_torch_stream()
         self._core.reset(seed)  # checks the seed before changing anything
         return self.obs
@@ -358,7 +366,7 @@ def make(
     game: str,
     num_envs: int = 4096,
     backend: str = "cpu",
-    seed: int = 0,
+    seed: int | Sequence[int] = 0,
     *,
     action_repeat: int = 1,
     **game_params,
@@ -371,10 +379,15 @@ def make(
     keyword arguments set fields of the game's params (e.g. ``height=8``). ``action_repeat = k``
     makes each ``step`` play the game up to k times with the same actions inside the one launch,
     returning the summed reward and stopping at the episode's end (single-agent games).
+
+    ``seed`` is one int in ``[0, 2**64)``, or a population's seeds: a sequence of M such ints
+    (M dividing ``num_envs``) puts M members' environments in one buffer, environments
+    ``k * n ... (k + 1) * n - 1`` (``n = num_envs // M``; their rows, in an agent game) seeded
+    and stepping exactly as ``make(game, n, seed=seed[k])``'s for the same actions.
     """
     spec = games.get(game)
     params = spec.make_params(**game_params)
-    check_seed(seed)  # before a GPU probe for "auto"; KernelEnv checks it again, cheaply
+    check_seeds(seed)  # before a GPU probe for "auto"; KernelEnv checks it again, cheaply
     backend = resolve_device("auto").backend if backend == "auto" else resolve_backend(backend)
     core = KernelEnv(spec, num_envs, backend, params, seed, action_repeat)
     env = VecEnv(core)

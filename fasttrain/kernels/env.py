@@ -47,6 +47,48 @@ def check_seed(seed) -> int:
     return seed
 
 
+_SEEDS_FORM = "an int in [0, 2**64) or a non-empty sequence of such ints (a population's seeds)"
+
+
+def check_seeds(seed, num_envs: int | None = None) -> int | tuple[int, ...]:
+    """``seed`` checked: one int (see ``check_seed``), or a population's seeds, a non-empty
+    list, tuple, range or 1-D integer array of them, returned as a tuple of Python ints whose
+    length divides ``num_envs`` (when given); one-line error otherwise."""
+    if not isinstance(seed, (list, tuple, range, np.ndarray)):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be {_SEEDS_FORM}, got {type(seed).__name__} {seed!r}")
+        return check_seed(seed)
+    if isinstance(seed, np.ndarray) and seed.ndim != 1:
+        raise TypeError(f"seed must be {_SEEDS_FORM}, got a {seed.ndim}-D array")
+    if len(seed) == 0:
+        raise ValueError(f"seed must be {_SEEDS_FORM}, got an empty {type(seed).__name__}")
+    seeds = []
+    for k, value in enumerate(seed):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(
+                f"seed[{k}] must be an int in [0, 2**64), got {type(value).__name__} {value!r}"
+            )
+        if not 0 <= value < 2**64:
+            raise ValueError(f"seed[{k}] must be an int in [0, 2**64), got {value}")
+        seeds.append(int(value))
+    if num_envs is not None and num_envs % len(seeds):
+        raise ValueError(
+            f"{len(seeds)} seeds do not divide num_envs = {num_envs}: a population of M seeds "
+            "needs num_envs a multiple of M (num_envs // M environments per seed)"
+        )
+    return tuple(seeds)
+
+
+def population_streams(seed, num_envs: int) -> np.ndarray:
+    """The rng words of ``num_envs`` environments seeded with ``check_seeds``' output: one int
+    seeds them all (``seed_streams``); M seeds give M blocks of ``num_envs // M`` environments,
+    block k seeded exactly as a solo env of that size made with ``seed[k]``."""
+    if isinstance(seed, int):
+        return seed_streams(seed, num_envs)
+    size = num_envs // len(seed)
+    return np.concatenate([seed_streams(s, size) for s in seed])
+
+
 # Arrays with one row per agent (rows = num_envs * num_agents, agent-major within an env); every
 # other array (rng, the game's state) has one row per environment.
 PER_AGENT = (
@@ -223,7 +265,7 @@ class KernelEnv:
         num_envs: int,
         backend: str,
         params,
-        seed: int = 0,
+        seed: int | tuple[int, ...] = 0,
         action_repeat: int = 1,
     ):
         num_envs = check_int(num_envs, "num_envs")
@@ -246,14 +288,15 @@ class KernelEnv:
         self.num_agents = spec.agents(params)
         self.num_rows = num_envs * self.num_agents  # rows of every per-agent buffer
         self.num_actions = spec.actions(params)  # actions per agent: fixed, like the shapes
-        self.seed = check_seed(seed)
+        # one int, or a population's seeds: block k of num_envs // M envs seeded by seed[k]
+        self.seed = check_seeds(seed, num_envs)
         self.backend = get_backend(backend)
         self.xp = self.backend.xp
         need = buffer_nbytes(spec, params, num_envs)
         check_memory(need, f"{num_envs:,} {spec.name} envs", self.xp)
         self.arrays = allocate(spec, params, self.num_envs, self.xp)
         # the streams start seeded: an rng word of 0 is xorshift's fixed point (draws 0 forever)
-        self.arrays["rng"][...] = self.xp.asarray(seed_streams(self.seed, self.num_envs))
+        self.arrays["rng"][...] = self.xp.asarray(population_streams(self.seed, self.num_envs))
         self.launchers = self.backend.compile(spec)
         # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
         # default stream, which torch and CuPy also use unless told otherwise); fasttrain.VecEnv
@@ -359,17 +402,20 @@ class KernelEnv:
         """The game's state arrays by name (writable backend arrays)."""
         return {f.name: self.arrays[f.name] for f in self.spec.state}
 
-    def reset(self, seed: int | None = None):
+    def reset(self, seed=None):
         """Reset every environment. With ``seed``: reseed the per-env streams and clear the
         game's state first, so the environments start exactly as new ones made with that seed
         (state that a game carries from episode to episode, such as MinAtar's previous action
-        for sticky actions, starts over too)."""
+        for sticky actions, starts over too). A sequence of M seeds (M dividing ``num_envs``)
+        makes a population: block k of ``num_envs // M`` environments starts, and steps, as a
+        solo env of that size reset with ``seed[k]``."""
         if seed is not None:
-            seed = check_seed(seed)
+            seed = check_seeds(seed, self.num_envs)
         with self.backend.on_stream(self.stream):
             if seed is not None:
                 self.seed = seed
-                self.arrays["rng"][...] = self.xp.asarray(seed_streams(seed, self.num_envs))
+                streams = population_streams(seed, self.num_envs)
+                self.arrays["rng"][...] = self.xp.asarray(streams)
                 for f in self.spec.state:
                     self.arrays[f.name][...] = 0
             for name in _STAT_SUMS:

@@ -708,3 +708,68 @@ def test_outputs_bound_before_set_params_step_with_the_new_values(backend, how):
     env.set_params(bot_policy="cautious", reward_food=1.5)
     rewards, bot = play(2)
     assert rewards == [1.5, 0.0] and bot == [(6, 5)]
+
+
+# ------------------------------------------------------------------------------- populations
+
+POPULATION_GAMES = {
+    "snake": {"height": 5, "width": 5},
+    "minatar-breakout": {"max_episode_steps": 40},
+    "arena": BOT_ARENA | {"num_food": 2, "bot_policy": "random", "max_episode_steps": 30},
+}
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+@pytest.mark.parametrize("game", POPULATION_GAMES)
+def test_make_with_seeds_steps_each_block_as_its_solo_env(game, backend):
+    seeds, n = (3, 5, 11), 4
+    params = POPULATION_GAMES[game]
+    population = fasttrain.make(game, num_envs=3 * n, backend=backend, seed=seeds, **params)
+    solos = [fasttrain.make(game, num_envs=n, backend=backend, seed=s, **params) for s in seeds]
+    assert population.seed == seeds and solos[1].seed == 5
+    rows = n * population.num_agents
+    gen = torch.Generator().manual_seed(0)
+    ended = 0
+    for _ in range(200):
+        actions = torch.randint(0, population.num_actions, (population.num_rows,), generator=gen)
+        outs = population.step(actions)
+        ended += int((outs[2] | outs[3]).sum())
+        for k, solo in enumerate(solos):
+            block = slice(k * rows, (k + 1) * rows)
+            for mine, theirs in zip(outs, solo.step(actions[block]), strict=True):
+                assert torch.equal(mine[block], theirs)
+            assert np.array_equal(population.arrays["score"][block], solo.arrays["score"])
+            for name, array in population.state.items():  # one row per environment
+                assert np.array_equal(array[k * n : (k + 1) * n], solo.state[name]), name
+    assert ended > 0
+    state = population.state_dict()
+    twin = fasttrain.make(game, num_envs=3 * n, backend=backend, **params)
+    twin.load_state_dict(state)  # no seed in it: the rng words carry each block's streams
+    for _ in range(20):
+        actions = torch.randint(0, population.num_actions, (population.num_rows,), generator=gen)
+        for mine, theirs in zip(population.step(actions), twin.step(actions), strict=True):
+            assert torch.equal(mine, theirs)
+
+
+@pytest.mark.parametrize(
+    "seed, error, words",
+    [
+        ((), ValueError, ["seed", "non-empty sequence of such ints", "empty tuple"]),
+        ([1, 2, 3, 4, 5], ValueError, ["5 seeds do not divide num_envs = 6"]),
+        ([1, -1], ValueError, ["seed[1] must be an int in [0, 2**64), got -1"]),
+        ([1, True], TypeError, ["seed[1] must be an int in [0, 2**64), got bool True"]),
+        ([0.5, 1], TypeError, ["seed[0] must be an int in [0, 2**64), got float 0.5"]),
+        ([[1], [2]], TypeError, ["seed[0] must be an int in [0, 2**64), got list [1]"]),
+    ],
+)
+def test_bad_population_seeds_are_refused_in_one_line(snake, seed, error, words):
+    with pytest.raises(error) as excinfo:
+        fasttrain.make("snake", num_envs=6, backend="cpu", seed=seed)
+    env = snake.make("cpu", num_envs=6)
+    snapshot = _snapshot(env)
+    with pytest.raises(error) as reset_excinfo:
+        env.reset(seed=seed)
+    _assert_unchanged(env, snapshot)
+    for info in (excinfo, reset_excinfo):
+        for word in words:
+            assert word in _one_line(info)

@@ -312,3 +312,127 @@ def test_the_number_of_agents_is_a_shape_param_even_with_no_state_shape_of_its_o
         env.set_params(CROWD.make_params(num_players=3))
     env.set_params(CROWD.make_params(bonus=0.5))
     assert play(env, [1, 0, 0, 1]) == [1.5, 0.5, 0.5, 1.5]
+
+
+# ------------------------------------------------------------------------------- populations
+
+# tiny games whose episodes end within the steps played; the arena has a bot (its moves draw
+# from the env's rng) and two agents per env, so a block of envs is a block of rows
+POPULATION_GAMES = {
+    "snake": {"height": 5, "width": 5},
+    "minatar-breakout": {"max_episode_steps": 40},
+    "arena": {"width": 10, "height": 10, "vision": 2, "num_snakes": 2, "num_food": 2}
+    | {"max_bots": 1, "num_bots": 1, "bot_policy": "random", "max_episode_steps": 30},
+}
+SEEDS = (3, 5, 11)
+
+
+def _kernel_env(game, backend, num_envs, seed):
+    from fasttrain import games
+
+    spec = games.get(game)
+    env = KernelEnv(spec, num_envs, backend, spec.make_params(**POPULATION_GAMES[game]), seed)
+    env.reset(seed=seed)
+    return env
+
+
+def _assert_blocks_equal(population, solos, skip=("actions",)):
+    """Every buffer of ``population`` but ``skip``, block k of rows (or envs), equals solo k's."""
+    for name, array in population.arrays.items():
+        if name in skip:
+            continue
+        blocks = np.split(array, len(solos))
+        for k, solo in enumerate(solos):
+            np.testing.assert_array_equal(blocks[k], solo.arrays[name], err_msg=f"{name} {k}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("game", POPULATION_GAMES)
+def test_a_population_steps_block_by_block_as_its_solo_envs(game, backend):
+    n, steps = 4, 200
+    population = _kernel_env(game, backend, len(SEEDS) * n, SEEDS)
+    solos = [_kernel_env(game, backend, n, seed) for seed in SEEDS]
+    assert population.seed == SEEDS and [s.seed for s in solos] == list(SEEDS)
+    _assert_blocks_equal(population, solos)
+    gen = np.random.default_rng(0)
+    ended = 0
+    for _ in range(steps):
+        actions = gen.integers(0, population.num_actions, population.num_rows)
+        population.arrays["actions"][:] = actions
+        for solo, block in zip(solos, np.split(actions, len(SEEDS)), strict=True):
+            solo.arrays["actions"][:] = block
+            assert solo.step() == -1
+        assert population.step() == -1
+        ended += int((population.arrays["terminated"] | population.arrays["truncated"]).sum())
+        _assert_blocks_equal(population, solos)
+    assert ended > 0  # the auto-resets were compared too
+    # the blocks differ: each is its own seed's, not copies of one
+    rng = np.split(population.arrays["rng"], len(SEEDS))
+    assert not np.array_equal(rng[0], rng[1]) and not np.array_equal(rng[1], rng[2])
+
+
+def test_one_seed_in_a_sequence_is_the_int_seed():
+    env, ref = _kernel_env("snake", "cpu", 4, [7]), _kernel_env("snake", "cpu", 4, 7)
+    assert env.seed == (7,) and ref.seed == 7
+    _assert_blocks_equal(env, [ref])
+
+
+def test_reset_with_seeds_makes_a_population_and_its_state_round_trips():
+    env = _kernel_env("snake", "cpu", 6, 0)
+    env.arrays["actions"][:] = 1
+    env.step()
+    env.reset(seed=np.array(SEEDS[:2], dtype=np.uint64))  # a 1-D integer array works too
+    assert env.seed == SEEDS[:2] and all(type(s) is int for s in env.seed)
+    solos = [_kernel_env("snake", "cpu", 3, s) for s in SEEDS[:2]]
+    # a reset writes observations, not the last step's rewards, ends and final observations
+    _assert_blocks_equal(
+        env, solos, skip=("actions", "rewards", "terminated", "truncated", "final_obs")
+    )
+    env.arrays["actions"][:] = 2
+    env.step()
+    saved = env.state_dict()
+    twin = _kernel_env("snake", "cpu", 6, 9)
+    twin.load_state_dict(saved)
+    for e in (env, twin):
+        e.arrays["actions"][:] = 3
+        e.step()
+    _assert_blocks_equal(env, [twin])
+
+
+@pytest.mark.parametrize(
+    "seed, error, words",
+    [
+        ((), ValueError, ["seed", "non-empty sequence", "empty tuple"]),
+        ([], ValueError, ["seed", "non-empty sequence", "empty list"]),
+        ((1, 2, 3, 4, 5), ValueError, ["5 seeds", "num_envs = 6", "multiple"]),
+        ((1, -2), ValueError, ["seed[1]", "[0, 2**64)", "-2"]),
+        ((1, 2**64), ValueError, ["seed[1]", "[0, 2**64)"]),
+        ((True, 2), TypeError, ["seed[0]", "int", "bool"]),
+        ((1, 2.0), TypeError, ["seed[1]", "int", "float"]),
+        (((1, 2), (3,)), TypeError, ["seed[0]", "int", "tuple"]),
+        ([[1, 2]], TypeError, ["seed[0]", "int", "list"]),
+        (np.zeros((2, 1), dtype=np.int64), TypeError, ["seed", "sequence", "2-D"]),
+        (np.array([1.0, 2.0]), TypeError, ["seed[0]", "int", "float64"]),
+        ("12", TypeError, ["seed", "int", "sequence", "str"]),
+        ({1, 2}, TypeError, ["seed", "int", "sequence", "set"]),
+        (1.5, TypeError, ["seed", "int", "sequence", "float"]),
+    ],
+)
+def test_bad_population_seeds_get_one_line_changing_nothing(seed, error, words):
+    from fasttrain import games
+
+    spec = games.get("snake")
+    with pytest.raises(error) as excinfo:
+        KernelEnv(spec, 6, "cpu", spec.make_params(), seed=seed)
+    env = _kernel_env("snake", "cpu", 6, 0)
+    before = {name: array.copy() for name, array in env.arrays.items()}
+    with pytest.raises(error) as reset_excinfo:
+        env.reset(seed=seed)
+    for info in (excinfo, reset_excinfo):
+        message = str(info.value)
+        assert "\n" not in message
+        for word in words:
+            assert word in message, message
+    assert env.seed == 0
+    for name, array in before.items():
+        np.testing.assert_array_equal(env.arrays[name], array, err_msg=name)
