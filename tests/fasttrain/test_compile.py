@@ -19,6 +19,7 @@ from fasttrain import device as devices
 from fasttrain.compile import CompiledStep, call_module
 from fasttrain.learners.ppo import Trainer
 from tests.conftest import small_snake as snake
+from tests.fasttrain.learners.test_ppo import TINY_SETS
 
 
 def config(mode: str, steps: int = 40 * 128, optimizer: str = "adam") -> cfg.Config:
@@ -364,13 +365,7 @@ def test_the_command_exits_at_once_with_its_code_while_a_compile_runs(monkeypatc
 
 
 SIGNALLED_SETS = [
-    "game.snake.height=6",
-    "game.snake.width=6",
-    "game.snake.ppo.num_envs=16",
-    "game.snake.ppo.num_steps=8",
-    "game.snake.ppo.num_minibatches=2",
-    "model.hidden=32",
-    "log.progress=false",
+    *(item for item in TINY_SETS if not item.startswith("run.compile=")),
     "log.curves=false",
     "run.torch_threads=1",
     "run.numba_threads=1",

@@ -8,7 +8,8 @@ import pytest
 
 import fasttrain
 from fasttrain.games.arena import SPEC
-from fasttrain.kernels.statecheck import StateError, state_problem
+from fasttrain.kernels.statecheck import state_problem
+from tests.fasttrain.kernels.test_statecheck import state_refusal
 
 # tiles and observation codes as the docstring documents them (written out, not imported)
 EMPTY, FOOD, CORPSE, WALL, SNAKE = 0, 1, 2, 3, 5  # map tiles, from the docstring
@@ -509,17 +510,9 @@ def placed():
 
 
 def _refused(env, change) -> str:
-    """Load ``state_dict()`` with ``change(state)`` applied: the one-line refusal, after checking
-    that nothing was written."""
-    before = env.state_dict()
-    state = {name: array.copy() for name, array in before.items()}
-    change(state)
-    with pytest.raises(StateError) as info:
-        env.load_state_dict(state)
-    for name, array in env.state_dict().items():
-        np.testing.assert_array_equal(array, before[name], err_msg=name)
-    message = str(info.value)
-    assert message.startswith("game 'arena' state, env 0: ") and "\n" not in message
+    """The one-line refusal of ``env``'s state with ``change`` applied (nothing written)."""
+    message = state_refusal(env, change)
+    assert message.startswith("game 'arena' state, env 0: ")
     return message
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from fasttrain.games.snake import DOWN, LEFT, RIGHT, SPEC, UP, move_head, place_fruit, turn
 from fasttrain.kernels import KernelEnv, seed_streams
-from fasttrain.kernels.statecheck import StateError, state_problem
+from fasttrain.kernels.statecheck import state_problem
+from tests.fasttrain.kernels.test_statecheck import state_refusal
 
 OPPOSITE = {UP: DOWN, DOWN: UP, LEFT: RIGHT, RIGHT: LEFT}
 
@@ -418,17 +419,9 @@ def played(snake):
 
 
 def _refused(env, change) -> str:
-    """Load ``state_dict()`` with ``change(state)`` applied: the one-line refusal, after
-    checking that nothing was written."""
-    before = env.state_dict()
-    state = {name: array.copy() for name, array in before.items()}
-    change(state)
-    with pytest.raises(StateError) as info:
-        env.load_state_dict(state)
-    for name, array in env.state_dict().items():
-        np.testing.assert_array_equal(array, before[name], err_msg=name)
-    message = str(info.value)
-    assert message.startswith("game 'snake' state, env 1: ") and "\n" not in message
+    """The one-line refusal of ``env``'s state with ``change`` applied (nothing written)."""
+    message = state_refusal(env, change)
+    assert message.startswith("game 'snake' state, env 1: ")
     return message
 
 

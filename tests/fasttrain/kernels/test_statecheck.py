@@ -35,16 +35,26 @@ def env():
     return env
 
 
-def _refusal(env, name, value, index=(1,)):
-    state = env.state_dict()
+def state_refusal(env, change) -> str:
+    """Load ``env.state_dict()`` with ``change(state)`` applied to copies of its arrays: the
+    one-line ``StateError``, after checking that nothing was written (the games' tests use it)."""
     before = env.state_dict()
-    state[name] = state[name].copy()
-    state[name][index] = value
+    state = {name: array.copy() for name, array in before.items()}
+    change(state)
     with pytest.raises(StateError) as info:
         env.load_state_dict(state)
-    for key, array in env.state_dict().items():  # nothing was written
-        np.testing.assert_array_equal(array, before[key], err_msg=key)
-    return str(info.value)
+    for name, array in env.state_dict().items():
+        np.testing.assert_array_equal(array, before[name], err_msg=name)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def _refusal(env, name, value, index=(1,)):
+    def change(state):
+        state[name][index] = value
+
+    return state_refusal(env, change)
 
 
 def test_a_state_the_game_produced_loads(env):
