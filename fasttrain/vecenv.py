@@ -125,6 +125,12 @@ class VecEnv:
         return self._core.seed
 
     @property
+    def params_version(self) -> int:
+        """Counts ``set_params`` calls: the launch values bound into kernel arguments (and into
+        a captured CUDA graph) change with it."""
+        return self._core.params_version
+
+    @property
     def state(self) -> dict:
         """The game's state arrays by name (writable backend arrays)."""
         return self._core.state

@@ -73,8 +73,9 @@ def thread_sweep(
     }
 
 
-def gpu_busy_share(run_for_s: float = 20.0) -> float | None:
-    """The mean NVML utilisation while Snake trains on the GPU for ``run_for_s`` seconds."""
+def gpu_busy_share(run_for_s: float = 20.0, graph: bool = True) -> float | None:
+    """The mean NVML utilisation while Snake trains on the GPU for ``run_for_s`` seconds, its
+    rollout a CUDA graph or not (``graph``: ``run.cuda_graph``)."""
     import torch
 
     from fasttrain import config as cfg
@@ -89,7 +90,9 @@ def gpu_busy_share(run_for_s: float = 20.0) -> float | None:
             except Exception:  # no NVML
                 return
 
-    config = cfg.from_dict({"run": {"device": "cuda"}, "log": {"progress": False}})
+    config = cfg.from_dict(
+        {"run": {"device": "cuda", "cuda_graph": graph}, "log": {"progress": False}}
+    )
     sampler = threading.Thread(target=sample, daemon=True)
     with tempfile.TemporaryDirectory() as out:
         sampler.start()
@@ -106,14 +109,15 @@ def timer(seconds: float):
     return lambda row: row["time_s"] >= seconds
 
 
-def time_to_score(game: str, budget_s: float, target: float | None) -> dict:
+def time_to_score(game: str, budget_s: float, target: float | None, graph: bool = True) -> dict:
     """The default run of ``game`` on the GPU: seconds to ``target`` (mean score, or None to
-    run to the end), its final row, and the preset source named on the settings line."""
+    run to the end), its final row, and the preset source named on the settings line; its
+    rollout a CUDA graph or not (``graph``: ``run.cuda_graph``)."""
     from fasttrain import config as cfg
     from fasttrain.runner import run
     from fasttrain.targets import Target
 
-    config = cfg.from_dict({"run": {"device": "cuda"}, "game": {"name": game}})
+    config = cfg.from_dict({"run": {"device": "cuda", "cuda_graph": graph}, "game": {"name": game}})
     goal = Target("score", target if target is not None else float("inf"), stop=target is not None)
     lines = []
     with tempfile.TemporaryDirectory() as out:
@@ -128,7 +132,48 @@ def time_to_score(game: str, budget_s: float, target: float | None) -> dict:
         "final_score": summary["score"],
         "wall_s": summary["wall_s"],
         "global_step": summary["global_step"],
+        "sps": summary["global_step"] / summary["wall_s"] if summary["wall_s"] else None,
         "settings_line": lines[0] if lines else None,
+    }
+
+
+def rollout_cost(game: str, graph: bool, iterations: int = 20) -> dict:
+    """``game``'s GPU preset (PPO) with its rollout a CUDA graph or not: microseconds per
+    rollout step (the horizon's wall time over its steps, the GPU's work included), the
+    update's milliseconds per iteration and whole iterations' steps/s, after warm-ups."""
+    import torch
+
+    from fasttrain import config as cfg
+    from fasttrain.learners import LEARNERS
+
+    config = cfg.from_dict(
+        {"run": {"device": "cuda", "cuda_graph": graph, "algo": "ppo"}, "game": {"name": game},
+         "log": {"progress": False}}
+    )  # fmt: skip
+    trainer = LEARNERS["ppo"].trainer(config, warn=lambda *_: None)
+    for _ in range(3):  # eager warm-up, capture, first replay
+        trainer.iterate()
+
+    def timed(fn) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(iterations):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / iterations
+
+    rollout = timed(trainer.rollout)
+    step0 = trainer.global_step
+    iteration = timed(trainer.iterate)
+    graph_held = getattr(trainer, "horizon_graph", None) is not None
+    return {
+        "graph": graph_held,
+        "num_envs": trainer.env.num_envs,
+        "num_steps": trainer.args.num_steps,
+        "rollout_step_us": rollout / trainer.args.num_steps * 1e6,
+        "iteration_ms": iteration * 1e3,
+        "rest_ms": (iteration - rollout) * 1e3,  # advantages and the update
+        "sps": (trainer.global_step - step0) / (iteration * iterations),
     }
 
 
@@ -168,21 +213,91 @@ def env_rate(game: str, seconds: float = 2.0) -> dict:
     return {"env_sps": sps, "obs_gb_per_s": sps * obs_bytes / 1e9}
 
 
+FIGURES = (
+    "time_to_score",
+    "gpu_busy",
+    "ppo_large_batch",
+    "rollout_cost",
+    "step_fixed_cost",
+    "env",
+    "compile",
+    "registers",
+    "threads",
+)
+# the games whose presets train with PPO (minatar-asterix and minatar-seaquest: PQN)
+PPO_PRESETS = (
+    "snake",
+    "minatar-breakout",
+    "cartpole",
+    "minatar-freeway",
+    "minatar-space_invaders",
+    "arena",
+)
+MODES = {"graph": True, "eager": False}  # run.cuda_graph: the rollout replayed, or launched
+
+
+def env_kernel_cost(game: str, steps: int = 32, replays: int = 20) -> dict:
+    """Microseconds per env step of ``game`` at its GPU preset's env count, the steps replayed
+    as one CUDA graph (no launch cost: the kernel alone), with the envs spread over the
+    multiprocessors (``spread``, the default) and in blocks of 256 (``blocks_256``, before)."""
+    import torch
+
+    import fasttrain
+    from fasttrain import config as cfg
+    from fasttrain.kernels import get_backend
+
+    config = cfg.from_dict({"run": {"device": "cuda"}, "game": {"name": game}})
+    num_envs = config.learner.num_envs
+    env = fasttrain.make(game, num_envs=num_envs, backend="cuda", seed=0)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    actions = torch.randint(
+        0, env.num_actions, (steps, env.num_rows), device="cuda", generator=generator
+    )
+    backend = get_backend("cuda")
+    out = {"num_envs": num_envs}
+    try:
+        for name, spread in (("spread", True), ("blocks_256", False)):
+            backend.spread = spread
+            graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):  # warm-up: load the kernel for this stream
+                for t in range(steps):
+                    env.step(actions[t], check=False)
+            torch.cuda.current_stream().wait_stream(stream)
+            with torch.cuda.graph(graph, stream=stream):
+                for t in range(steps):
+                    env.step(actions[t], check=False)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
+            out[name] = (time.perf_counter() - start) / (replays * steps) * 1e6
+    finally:
+        backend.spread = True
+    return out
+
+
 def gpu_goals(
-    games: list[str], skipped: dict, budget_s: float = 600.0, out: dict | None = None, save=None
+    games: list[str],
+    skipped: dict,
+    budget_s: float = 600.0,
+    out: dict | None = None,
+    save=None,
+    skip: frozenset = frozenset(),
 ) -> dict:
-    """Every GPU figure of the module docstring (``skipped`` gets the reason of any missing);
-    each time-to-score run stops after ``budget_s`` seconds of training. The figures go into
-    ``out`` as they come, and ``save()`` runs after each (a lease that ends keeps what was
-    measured)."""
+    """Every GPU figure of the module docstring but those in ``skip`` (``skipped`` gets the
+    reason of any missing); the training figures twice, with the rollout a CUDA graph and
+    eagerly (``MODES``), so one run measures before and after. Each time-to-score run stops
+    after ``budget_s`` seconds of training. The figures go into ``out`` as they come, and
+    ``save()`` runs after each (a lease that ends keeps what was measured)."""
     from fasttrain.bench.measure import bench_compile
-    from fasttrain.bench.training import benchmark_training
 
     out = {} if out is None else out
 
-    def attempt(name, fn, *args):
+    def attempt(name, fn, *args, **kwargs):
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - one figure failing keeps the others
             skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             return None
@@ -191,25 +306,55 @@ def gpu_goals(
             if save is not None:
                 save()
 
-    out["time_to_score"] = {
-        "snake": attempt("time_to_score snake", time_to_score, "snake", budget_s, SNAKE_SCORE),
-        "minatar-breakout": attempt(
-            "time_to_score breakout", time_to_score, "minatar-breakout", budget_s, None
-        ),
-    }
-    out["gpu_busy"] = attempt("gpu_busy", gpu_busy_share)
-    large = attempt(
-        "ppo_large_batch", benchmark_training, "ppo", "snake", "cuda", 5, LARGE_BATCH_ENVS
-    )
-    out["ppo_large_batch"] = large and {"num_envs": LARGE_BATCH_ENVS, "sps": large["sps"]}
-    out["step_fixed_cost_us"] = {g: attempt(f"fixed cost {g}", step_fixed_cost, g) for g in games}
-    out["env"] = {g: attempt(f"env {g}", env_rate, g) for g in games}
-    with tempfile.TemporaryDirectory() as cache:
-        out["compile"] = {
-            g: attempt(f"compile {g}", bench_compile, g, "cuda", cache, 1) for g in games[:3]
+    def both(name, fn, *args, **kwargs) -> dict:
+        return {
+            mode: attempt(f"{name} ({mode})", fn, *args, graph=graph, **kwargs)
+            for mode, graph in MODES.items()
         }
-    out["registers"] = attempt("registers", registers)
+
+    if "rollout_cost" not in skip:
+        out["rollout_cost"] = {
+            g: both(f"rollout cost {g}", rollout_cost, g) for g in PPO_PRESETS if g in games
+        }
+        out["env_kernel_us"] = {
+            g: attempt(f"env kernel {g}", env_kernel_cost, g)
+            for g in ("snake", "minatar-breakout", "cartpole", "minatar-space_invaders")
+        }
+    if "time_to_score" not in skip:
+        out["time_to_score"] = {
+            "snake": both("time_to_score snake", time_to_score, "snake", budget_s, SNAKE_SCORE),
+            "minatar-breakout": both(
+                "time_to_score breakout", time_to_score, "minatar-breakout", budget_s, None
+            ),
+        }
+    if "gpu_busy" not in skip:
+        out["gpu_busy"] = both("gpu_busy", gpu_busy_share)
+    if "ppo_large_batch" not in skip:
+        out["ppo_large_batch"] = {"num_envs": LARGE_BATCH_ENVS} | both(
+            "ppo_large_batch", large_batch_sps
+        )
+    if "step_fixed_cost" not in skip:
+        out["step_fixed_cost_us"] = {
+            g: attempt(f"fixed cost {g}", step_fixed_cost, g) for g in games
+        }
+    if "env" not in skip:
+        out["env"] = {g: attempt(f"env {g}", env_rate, g) for g in games}
+    if "compile" not in skip:
+        with tempfile.TemporaryDirectory() as cache:
+            out["compile"] = {
+                g: attempt(f"compile {g}", bench_compile, g, "cuda", cache, 1) for g in games[:3]
+            }
+    if "registers" not in skip:
+        out["registers"] = attempt("registers", registers)
     return out
+
+
+def large_batch_sps(graph: bool) -> float:
+    """PPO steps/s on Snake at ``LARGE_BATCH_ENVS`` environments (``fasttrain bench``)."""
+    from fasttrain.bench.training import benchmark_training
+
+    sections = {"run": {"cuda_graph": graph}}
+    return benchmark_training("ppo", "snake", "cuda", 5, LARGE_BATCH_ENVS, sections=sections)["sps"]
 
 
 def registers() -> list[str]:
@@ -233,7 +378,17 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--budget-s", type=float, default=600.0, help="most training seconds per time-to-score run"
     )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help=f"comma-separated figures not to measure (to fit a short lease): {', '.join(FIGURES)}",
+    )
     opts = parser.parse_args(argv)
+    skip = frozenset(filter(None, opts.skip.split(",")))
+    if skip - set(FIGURES):
+        parser.error(
+            f"unknown --skip {', '.join(sorted(skip - set(FIGURES)))}; valid: {', '.join(FIGURES)}"
+        )
     import numba
     import torch
 
@@ -251,19 +406,21 @@ def main(argv=None) -> int:
 
     if torch.cuda.is_available() and cuda_available():
         result["gpu"] = {}
-        gpu_goals(games.names(), skipped, opts.budget_s, result["gpu"], save)
+        gpu_goals(games.names(), skipped, opts.budget_s, result["gpu"], save, skip)
     else:
         result["gpu"] = None
         skipped["gpu"] = "no CUDA GPU usable by torch and numba-cuda here"
-    result["threads"] = thread_sweep(most, opts.seconds, opts.iterations, opts.train_num_envs)
-    save()
-    for row in result["threads"]["rows"]:
-        print(
-            f"threads {row['threads']:>3}: env {row['env_sps']:>14,.0f} env-steps/s  "
-            f"train {row['train_sps']:>10,.0f} SPS"
-        )
-    auto = result["threads"]["auto_vs_best"]
-    print(f"the automatic split trains at {auto:.0%} of the best fixed one")
+    if "threads" not in skip:
+        result["threads"] = thread_sweep(most, opts.seconds, opts.iterations, opts.train_num_envs)
+        save()
+        for row in result["threads"]["rows"]:
+            print(
+                f"threads {row['threads']:>3}: env {row['env_sps']:>14,.0f} env-steps/s  "
+                f"train {row['train_sps']:>10,.0f} SPS"
+            )
+        auto = result["threads"]["auto_vs_best"]
+        print(f"the automatic split trains at {auto:.0%} of the best fixed one")
+    print(json.dumps(json_safe(result.get("gpu")), indent=1))
     for name, why in skipped.items():
         print(f"not measured: {name}: {why}", file=sys.stderr)
     return 0

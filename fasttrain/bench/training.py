@@ -53,7 +53,10 @@ def measure_training(trainer, iterations: int, ceiling=None) -> dict:
     cuda = trainer.device.type == "cuda"
     if getattr(trainer, "deferred", None) is not None:  # the compiled steps, not eager ones
         trainer.deferred.finish()
-    trainer.iterate()  # warm-up: compile and allocate outside the timing
+    # warm-up: compile and allocate outside the timing (on cuda also a rollout graph's capture,
+    # at the second iteration)
+    for _ in range(2 if cuda else 1):
+        trainer.iterate()
     trainer.timers.reset()
     if cuda:
         torch.cuda.synchronize(trainer.device)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from .backends import BACKENDS
 from .build import functions_digest, load_module, retarget
 from .compiling import compile_now
-from .cuda import THREADS_PER_BLOCK
+from .cuda import multiprocessors, threads_per_block
 from .device import cuda_problem, device_args, numba_stream, simulator
 
 _TEMPLATE = """\
@@ -190,7 +190,8 @@ class BoundColumnKernel:
             return
         config = self._configs.get(stream)
         if config is None:
-            blocks = (self.num_columns + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
-            config = self._launch[blocks, THREADS_PER_BLOCK, numba_stream(stream)]
+            threads = threads_per_block(self.num_columns, multiprocessors())
+            blocks = (self.num_columns + threads - 1) // threads
+            config = self._launch[blocks, threads, numba_stream(stream)]
             self._configs[stream] = config
         config(self.num_columns, *self._args)

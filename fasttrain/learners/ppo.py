@@ -36,6 +36,13 @@ from fasttrain.learners.base import (
     user_sizes,
     warn_once,
 )
+from fasttrain.learners.graphs import (
+    GraphedCall,
+    graph_problem,
+    graph_safe_optimizer,
+    tensor_addresses,
+    update_graph_problem,
+)
 from fasttrain.learners.optim import (
     make_optimizer,
     rates_as_tensors,
@@ -93,6 +100,7 @@ class Trainer(TrainerBase):
             call_module, self.behaviour, self.compile_mode, warn, "the network"
         )
         self.deferred = self.compile_in_background(warn_always)
+        self.setup_graph(warn_always)
 
     def setup_behaviour(self) -> None:
         """The policy that acts and the random stream it samples from: the learner's own
@@ -209,10 +217,74 @@ class Trainer(TrainerBase):
 
     # --------------------------------------------------------------------------- ROLLOUT
 
+    def setup_graph(self, warn) -> None:
+        """On cuda (``run.cuda_graph``), the rollout horizon as one CUDA graph
+        (``learners/graphs.py``); where it cannot be captured, one line says why and the
+        rollout runs eagerly."""
+        self.horizon_graph = None
+        problem = graph_problem(self.config, self.device)
+        if problem is None and self.compile_mode != "off":
+            problem = f"run.compile = {self.compile_mode!r} compiles the rollout's network"
+        if problem:
+            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
+        elif problem is None:
+            self.horizon_graph = GraphedCall(
+                self.rollout_steps, self.graph_key, [self.rollout_generator], self.device
+            )
+        self.update_graph, self.mb_slot = None, None
+        problem = update_graph_problem(self.config, self.ctx, self.optimizer)
+        # on cuda the fused Adam reads its rate from a tensor whether its step is captured or
+        # not, so a run computes the same numbers with run.cuda_graph on and off
+        self.rates_on_device = self.device.type == "cuda" and problem is None
+        if self.rates_on_device:
+            graph_safe_optimizer(self.optimizer, self.device)
+        if self.horizon_graph is not None and problem:
+            warn(f"the update runs eagerly, not as CUDA graphs: {problem}")
+        elif self.horizon_graph is not None:
+            self.update_graph = GraphedCall(self._train_step, self.update_key, [], self.device)
+
+    def graph_key(self, storage: Rollout) -> tuple:
+        """What a captured horizon baked in (see ``GraphedCall``): the env's launch values and
+        the acting policy's tensors."""
+        return (self.env.params_version, tensor_addresses(self.behaviour))
+
+    def update_key(self, mb_slot: torch.Tensor) -> tuple:
+        """What a captured minibatch step baked in: the policy's and the optimizer's tensors
+        and the batch it reads."""
+        optimizer_state = [t for state in self.optimizer.state.values() for t in state.values()]
+        return (
+            tensor_addresses(self.policy),
+            tuple(t.data_ptr() for t in optimizer_state if torch.is_tensor(t)),
+            self.b_obs.data_ptr(),
+        )
+
+    def learn_minibatch(self, mb: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on minibatch ``mb``; returns the loss stats: a CUDA graph replay
+        where ``setup_graph`` made one (``mb`` copied into the one index buffer it reads)."""
+        if self.update_graph is None:
+            return self.train_step(mb)
+        if self.mb_slot is None or self.mb_slot.shape != mb.shape:
+            self.mb_slot = torch.empty_like(mb)
+        self.mb_slot.copy_(mb)
+        updates = self.ctx.updates
+        stats = self.update_graph(self.mb_slot)
+        self.ctx.updates = updates + 1  # a replay runs no Python: count the step here
+        return stats
+
     def rollout(self, storage: Rollout | None = None) -> None:
         """``num_steps`` steps of every env into ``storage`` (default: ``self.storage``),
-        acting with ``self.behaviour``."""
+        acting with ``self.behaviour``: one CUDA graph replay where ``setup_graph`` made one."""
         s = self.storage if storage is None else storage
+        graph = self.horizon_graph
+        if graph is None or not graph.warm:  # eager (the graph's warm-up times itself)
+            (self.rollout_steps if graph is None else graph)(s)
+            return
+        t0 = time.perf_counter()
+        graph(s)
+        self.timers.env += time.perf_counter() - t0
+
+    def rollout_steps(self, s: Rollout) -> None:
+        """The rollout's steps, launched one by one (what a CUDA graph captures)."""
         env, args, timers = self.env, self.args, self.timers
         with torch.inference_mode():
             for t in range(args.num_steps):
@@ -414,7 +486,7 @@ class Trainer(TrainerBase):
         updates = 0
         for _epoch in range(args.update_epochs):
             for mb in self.minibatches():
-                stats = self.train_step(mb)
+                stats = self.learn_minibatch(mb)
                 totals += stats
                 updates += 1
             if args.target_kl > 0:  # one sync per epoch; every rank stops at the same epoch
@@ -476,6 +548,8 @@ class Trainer(TrainerBase):
             )
         self.check_rollout_state(state)
         self.load_base_state(state)
+        if self.rates_on_device:  # the loaded rates as the fused Adam reads them on cuda
+            graph_safe_optimizer(self.optimizer, self.device)
         self.policy.load_state_dict(state["model"])
         if self.recurrent:
             s.states[0].copy_(saved)

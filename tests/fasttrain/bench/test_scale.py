@@ -32,3 +32,17 @@ def test_the_sweep_writes_every_thread_count_and_says_what_it_could_not_measure(
     assert data["threads"]["auto_vs_best"] > 0 and data["machine"]["cpu"]
     if data["gpu"] is None:
         assert "gpu" in data["skipped"]
+
+
+def test_skipped_figures_are_not_measured_and_unknown_names_are_refused(tmp_path, capsys):
+    path = tmp_path / "scale.json"
+    assert scale.main(["--json", str(path), "--skip", "threads,env"]) == 0
+    data = json.loads(path.read_text())
+    assert "threads" not in data and "machine" in data
+    try:
+        scale.main(["--json", str(path), "--skip", "threads,speed"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("an unknown figure was accepted")
+    assert "unknown --skip speed; valid: time_to_score" in capsys.readouterr().err

@@ -340,3 +340,25 @@ def test_gpu_rollout_makes_no_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
+
+
+def test_few_envs_are_spread_over_the_multiprocessors(monkeypatch):
+    """A preset's few envs run in blocks small enough that every multiprocessor gets one (a
+    warp at least), a large count in full blocks (each a power of two); the blocks always cover
+    every env."""
+    from fasttrain.kernels import cuda as cuda_backend
+
+    monkeypatch.setattr(cuda_backend, "THREADS_PER_BLOCK", 256)
+    spread = cuda_backend.threads_per_block
+    assert spread(512, 132) == 32  # Snake's preset on an H200: 16 blocks, not 2
+    assert spread(1, 132) == 32 and spread(64, 132) == 32
+    assert spread(16_384, 132) == 128
+    assert spread(2**20, 132) == 256 and spread(2**20, 1) == 256
+    for envs in (1, 31, 33, 512, 4_224, 16_384, 100_000):
+        threads = spread(envs, 132)
+        blocks = -(-envs // threads)
+        assert threads in (32, 64, 128, 256) and blocks * threads >= envs
+        # the fewest threads that still fit the envs into one block per multiprocessor
+        assert threads == 32 or threads // 2 < -(-envs // 132)
+    monkeypatch.setattr(cuda_backend, "THREADS_PER_BLOCK", 16)
+    assert spread(512, 132) == 16  # never more than the most a block gets

@@ -1,0 +1,115 @@
+"""The rollout horizon as one CUDA graph (``run.cuda_graph``): every step's policy forward,
+action sampling, env kernel and storage writes captured once and replayed once per iteration.
+
+At a preset's sizes (512 envs) a rollout step is ~20 small launches, each paying CUDA's launch
+cost and the Python around it, so the GPU mostly waits for the host. Replaying the T steps as one
+graph removes that fixed cost and changes nothing the run computes: the same kernels read and
+write the same buffers (the rollout storage, bound once; the env's buffers; the policy's
+parameters, updated in place), and the sampling stream is registered with the graph, so a replay
+draws exactly the numbers the eager steps would have (torch's graph-safe Philox offsets) and
+leaves the generator where they would have.
+
+The steps must be graph-safe: static shapes, buffers bound once, no host synchronisation and no
+Python branching on device values (checked on the CPU path in the tests). What the captured
+kernels baked in is the graph's key (``GraphedCall.key``): the storage, the env's params (a
+curriculum changing them), the addresses of the policy's tensors (a compiled step adopted, a
+state loaded by replacement); when it changes the horizon is captured again.
+
+The first rollout runs eagerly on the capture stream: it is the warm-up torch asks for (lazy
+cuBLAS and kernel loading happen outside the capture), and does the iteration's real work.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# why a run on cuda launches its rollout eagerly, by cause
+EAGER_OVERLAP = "ppo.overlap acts in a second thread"
+EAGER_TORCH = "this torch cannot register a generator with a CUDA graph (needs torch >= 2.5)"
+
+
+def graph_problem(config, device: torch.device) -> str | None:
+    """None where a PPO run's rollout can be captured, else why not (one line), or "" where
+    nothing needs saying (a CPU run, or ``run.cuda_graph = false``)."""
+    if device.type != "cuda" or not config.run.cuda_graph:
+        return ""
+    if getattr(config.learner, "overlap", False):
+        return EAGER_OVERLAP
+    if not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
+        return EAGER_TORCH
+    return None
+
+
+class GraphedCall:
+    """``fn(slot)`` run as a CUDA graph: eagerly the first time (the warm-up, on the capture
+    stream), captured at the next call and replayed from then on, one graph per ``slot`` (a
+    rollout storage, a minibatch's index buffer: what the graph reads and writes); captured
+    again whenever ``key(slot)`` changes. ``generators``: the random streams ``fn`` draws from,
+    registered with every capture. Returns what ``fn`` returned: after a replay the tensors it
+    returned at the capture, which the next replay overwrites."""
+
+    def __init__(self, fn, key, generators, device: torch.device):
+        self.fn, self.key, self.generators = fn, key, list(generators)
+        self.device = device
+        self.stream = torch.cuda.Stream(device)
+        self.graphs: dict[int, tuple] = {}  # id(slot) -> (key, graph, output)
+        self.warm = False
+        self.captures = 0  # how many times a graph was captured (read by tests and bench)
+
+    def __call__(self, slot):
+        current = torch.cuda.current_stream(self.device)
+        if not self.warm:
+            self.stream.wait_stream(current)
+            with torch.cuda.stream(self.stream):
+                out = self.fn(slot)
+            current.wait_stream(self.stream)
+            self.warm = True
+            return out
+        key = self.key(slot)
+        held = self.graphs.get(id(slot))
+        if held is None or held[0] != key:
+            self.graphs.pop(id(slot), None)  # free a stale graph's memory before capturing
+            held = self.graphs[id(slot)] = (key, *self.capture(slot))
+        held[1].replay()
+        return held[2]
+
+    def capture(self, slot) -> tuple:
+        """``fn(slot)`` captured (nothing runs; the generators stay where they are): the graph
+        and what ``fn`` returned."""
+        graph = torch.cuda.CUDAGraph()
+        for generator in self.generators:
+            graph.register_generator_state(generator)
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
+            out = self.fn(slot)
+        self.captures += 1
+        return graph, out
+
+
+def tensor_addresses(*modules) -> tuple:
+    """The data pointers of ``modules``' parameters and buffers: a captured graph reads them."""
+    return tuple(
+        t.data_ptr() for module in modules for t in (*module.parameters(), *module.buffers())
+    )
+
+
+def update_graph_problem(config, ctx, optimizer) -> str | None:
+    """None where a PPO run whose rollout is captured can also capture its minibatch steps,
+    else why not (one line)."""
+    if ctx.scaler is not None:
+        return "run.amp = 'fp16' scales the loss with a scaler that reads its flag on the host"
+    if ctx.ranks.enabled:
+        return "a data-parallel run all-reduces its gradients between ranks"
+    if not isinstance(optimizer, torch.optim.Adam) or not optimizer.defaults.get("fused"):
+        return f"ppo.optimizer = {config.learner.optimizer!r} is not the fused Adam"
+    return None
+
+
+def graph_safe_optimizer(optimizer, device: torch.device) -> None:
+    """Fused Adam made capturable: its learning rate a 0-d tensor on ``device`` that a schedule
+    fills in place (a float would be baked into the captured step), its flag set (the same
+    fused kernel runs either way; torch refuses to capture a step not marked capturable)."""
+    for group in optimizer.param_groups:
+        group["capturable"] = True
+        if not (torch.is_tensor(group["lr"]) and group["lr"].device == device):
+            group["lr"] = torch.tensor(float(group["lr"]), device=device)

@@ -1,0 +1,233 @@
+"""The rollout horizon as one CUDA graph: graph-safe steps (checked on the CPU path, every
+tier), and on a GPU (marked `gpu`) the replay against the eager rollout bit for bit."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from fasttrain import config as cfg
+from fasttrain.learners import graphs
+from fasttrain.learners.ppo import Trainer
+from tests.conftest import small_snake
+from tests.fasttrain.kernels.test_cuda import gpu
+
+# ops whose result the host must wait for (a value read back, a shape that depends on data):
+# none may run inside a horizon that a CUDA graph captures
+SYNCING = {
+    "aten::_local_scalar_dense",  # .item(), bool(t), int(t), float(t): Python branching
+    "aten::nonzero",
+    "aten::nonzero_static",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::unique_dim",
+    "aten::equal",
+    "aten::is_nonzero",
+    "aten::repeat_interleave",
+}
+
+
+class OpLog(TorchDispatchMode):
+    """Records every aten op that runs and the shapes of the tensors each returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        shapes = [tuple(t.shape) for t in _tensors(out)]
+        self.ops.append((func._schema.name, shapes))
+        return out
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+@pytest.mark.parametrize("core", ["none", "gru"])
+def test_the_rollout_horizon_is_graph_safe_on_the_cpu_path(core):
+    """What a CUDA graph needs of the T steps, checked where CI runs (the CPU path runs the same
+    Python): no op that synchronises with the host or returns a data-dependent shape, the same
+    ops with the same shapes at every step (static: one capture serves every replay), and the
+    storage written in place (its tensors keep their memory)."""
+    config = small_snake(
+        model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
+    )
+    trainer = Trainer(config, warn=lambda *_: None)
+    s = trainer.storage
+    before = {name: t.data_ptr() for name, t in vars(s).items() if isinstance(t, torch.Tensor)}
+    log = OpLog()
+    with log:
+        trainer.rollout_steps(s)
+    names = {name for name, _ in log.ops}
+    assert not names & SYNCING, names & SYNCING
+    steps = trainer.args.num_steps
+    assert len(log.ops) % steps == 0
+    per_step = len(log.ops) // steps
+    first = log.ops[:per_step]
+    for t in range(1, steps):
+        assert log.ops[t * per_step : (t + 1) * per_step] == first, t
+    after = {name: t.data_ptr() for name, t in vars(s).items() if isinstance(t, torch.Tensor)}
+    assert after == before
+    assert bool(s.actions.ne(0).any())  # the log saw real steps
+
+
+def test_where_the_rollout_is_not_captured():
+    """A CPU run and ``run.cuda_graph = false`` need no word; ppo.overlap and a torch without
+    generator registration each get their line."""
+    cuda = torch.device("cuda")
+    assert graphs.graph_problem(small_snake(), torch.device("cpu")) == ""
+    assert graphs.graph_problem(small_snake(run={"cuda_graph": False}), cuda) == ""
+    overlap = small_snake(game={"snake": {"ppo": {"overlap": True}}})
+    assert graphs.graph_problem(overlap, cuda) == graphs.EAGER_OVERLAP
+    if hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
+        assert graphs.graph_problem(small_snake(), cuda) is None
+
+
+def test_where_the_update_is_not_captured():
+    """The update's own reasons: fp16's loss scaler, a data-parallel all-reduce, an optimizer
+    other than the fused Adam; and the fused Adam made graph-safe keeps its numbers."""
+    from types import SimpleNamespace
+
+    plain = SimpleNamespace(scaler=None, ranks=SimpleNamespace(enabled=False))
+    params = [torch.nn.Parameter(torch.ones(3))]
+    fused = torch.optim.Adam(params, lr=1e-3, fused=True)
+    config = small_snake()
+    assert graphs.update_graph_problem(config, plain, fused) is None
+    scaled = SimpleNamespace(scaler=object(), ranks=plain.ranks)
+    assert "fp16" in graphs.update_graph_problem(config, scaled, fused)
+    ranked = SimpleNamespace(scaler=None, ranks=SimpleNamespace(enabled=True))
+    assert "data-parallel" in graphs.update_graph_problem(config, ranked, fused)
+    unfused = torch.optim.Adam(params, lr=1e-3)
+    assert "fused Adam" in graphs.update_graph_problem(config, plain, unfused)
+    graphs.graph_safe_optimizer(fused, torch.device("cpu"))
+    group = fused.param_groups[0]
+    assert group["capturable"] and torch.equal(group["lr"], torch.tensor(1e-3))
+
+
+def test_cuda_graph_is_a_boolean_setting():
+    assert small_snake().run.cuda_graph is True
+    with pytest.raises(Exception, match="cuda_graph"):
+        cfg.from_dict(cfg.merge(small_snake_dict(), {"run": {"cuda_graph": "yes"}}))
+
+
+def small_snake_dict():
+    from tests.conftest import SMALL_SNAKE
+
+    return SMALL_SNAKE
+
+
+# ------------------------------------------------------------------------------------ GPU
+
+
+def gpu_trainer(graph: bool, core: str = "none", kind: str = "auto", seed: int = 4):
+    config = small_snake(
+        run={"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": seed},
+        model={"core": core, "core_size": 16, "kind": kind},
+        game={"snake": {"ppo": {"num_envs": 64, "num_steps": 16, "bptt_horizon": 8}}},
+    )
+    return Trainer(config, warn=lambda *_: None)
+
+
+ROLLOUT = ("obs", "actions", "logprobs", "values", "rewards", "terminated",
+           "truncated", "episode_starts", "advantages", "returns")  # fmt: skip
+
+
+def assert_same(eager, graphed, where):
+    for name in ROLLOUT:
+        a, b = getattr(eager.storage, name), getattr(graphed.storage, name)
+        assert torch.equal(a, b), (where, name)
+    ended = eager.storage.terminated | eager.storage.truncated  # where final_obs holds one
+    assert torch.equal(eager.storage.final_obs[ended], graphed.storage.final_obs[ended]), where
+    weights = graphed.policy.state_dict()
+    for name, a in eager.policy.state_dict().items():
+        assert torch.equal(a, weights[name]), (where, name)
+    assert torch.equal(eager.rollout_generator.get_state(), graphed.rollout_generator.get_state())
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("core", ["none", "gru"])
+def test_graph_replay_equals_the_eager_rollout_bit_for_bit(core):
+    """Same seed: the replayed horizon takes the same actions and writes the same observations,
+    rewards and flags as the eager steps, iteration after iteration (the update between them
+    changing the weights in place), and leaves the sampling stream where they leave it."""
+    eager, graphed = gpu_trainer(False, core), gpu_trainer(True, core)
+    assert eager.horizon_graph is None and graphed.horizon_graph is not None
+    for i in range(4):
+        eager.iterate()
+        graphed.iterate()
+        assert_same(eager, graphed, i)
+    assert graphed.horizon_graph.captures == 1
+    assert graphed.update_graph.captures == 1
+    assert graphed.ctx.updates == eager.ctx.updates
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_non_finite_step_is_skipped_inside_the_update_graph():
+    """The NaN guard is part of the captured step: with a NaN loss (the entropy coefficient, a
+    device tensor the graph reads) every minibatch step is undone and counted, as eagerly."""
+    eager, graphed = gpu_trainer(False), gpu_trainer(True)
+    results = []
+    for trainer in (eager, graphed):
+        trainer.iterate()
+        trainer.iterate()
+        before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+        trainer.ent_coef.fill_(float("nan"))
+        losses = trainer.iterate()
+        for name, value in trainer.policy.state_dict().items():
+            assert torch.equal(value, before[name]), name
+        results.append(losses["losses/skipped_updates"])
+    assert results[0] == results[1] > 0
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_new_policy_tensor_is_captured_again():
+    """Weights replaced by new tensors (a compiled step adopted, a state loaded by replacement):
+    the graph would read the old memory, so the horizon is captured again."""
+    eager, graphed = gpu_trainer(False), gpu_trainer(True)
+    for trainer in (eager, graphed):
+        trainer.iterate()
+        trainer.iterate()
+        for p in trainer.policy.parameters():
+            p.data = p.data.clone()
+        trainer.iterate()
+    assert_same(eager, graphed, "after replacement")
+    assert graphed.horizon_graph.captures == 2
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_resumed_graphed_run_continues_as_the_uninterrupted_one():
+    whole = gpu_trainer(True)
+    for _ in range(4):
+        whole.iterate()
+    first = gpu_trainer(True)
+    for _ in range(2):
+        first.iterate()
+    resumed = gpu_trainer(True)
+    resumed.load_state_dict(first.state_dict())
+    for _ in range(2):
+        resumed.iterate()
+    assert_same(whole, resumed, "resumed")
+
+
+@pytest.mark.gpu
+@gpu
+def test_the_eager_rollout_never_synchronises_on_the_gpu():
+    trainer = gpu_trainer(False)
+    trainer.iterate()  # lazy initialisation outside the check
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        trainer.rollout()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
