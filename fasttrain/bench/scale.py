@@ -420,6 +420,7 @@ def main(argv=None) -> int:
             )
         auto = result["threads"]["auto_vs_best"]
         print(f"the automatic split trains at {auto:.0%} of the best fixed one")
+    save()
     print(json.dumps(json_safe(result.get("gpu")), indent=1))
     for name, why in skipped.items():
         print(f"not measured: {name}: {why}", file=sys.stderr)
