@@ -21,6 +21,7 @@ A figure that cannot be measured here is null, with the reason under ``skipped``
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import statistics
@@ -34,6 +35,7 @@ SNAKE_SCORE = 50.0
 FIXED_COST_ENVS = 512
 LARGE_ENVS = 2**20
 LARGE_BATCH_ENVS = 16_384
+HANG_S = 120.0  # a figure running longer prints every thread's stack (then every HANG_S)
 
 
 def thread_counts(most: int) -> list[int]:
@@ -295,57 +297,60 @@ def gpu_goals(
 
     out = {} if out is None else out
 
-    def attempt(name, fn, *args, **kwargs):
+    def put(keys: tuple, name: str, fn, *args, **kwargs) -> None:
+        """``fn(*args)`` stored at ``out[keys...]`` (None where it failed, its reason in
+        ``skipped``), then saved; a figure still running after ``HANG_S`` prints every
+        thread's stack (faulthandler), so a hang in a lease says where it is."""
+        start = time.perf_counter()
+        faulthandler.dump_traceback_later(HANG_S, repeat=True)
         try:
-            return fn(*args, **kwargs)
+            value = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - one figure failing keeps the others
             skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-            return None
+            value = None
         finally:
-            print(f"{'not measured' if name in skipped else 'measured'}: {name}", flush=True)
-            if save is not None:
-                save()
+            faulthandler.cancel_dump_traceback_later()
+        place = out
+        for key in keys[:-1]:
+            place = place.setdefault(key, {})
+        place[keys[-1]] = value
+        seconds = time.perf_counter() - start
+        said = "not measured" if name in skipped else "measured"
+        print(f"{said}: {name} ({seconds:.1f} s)", flush=True)
+        if save is not None:
+            save()
 
-    def both(name, fn, *args, **kwargs) -> dict:
-        return {
-            mode: attempt(f"{name} ({mode})", fn, *args, graph=graph, **kwargs)
-            for mode, graph in MODES.items()
-        }
+    def both(keys: tuple, name: str, fn, *args, **kwargs) -> None:
+        for mode, graph in MODES.items():
+            put((*keys, mode), f"{name} ({mode})", fn, *args, graph=graph, **kwargs)
 
     if "rollout_cost" not in skip:
-        out["rollout_cost"] = {
-            g: both(f"rollout cost {g}", rollout_cost, g) for g in PPO_PRESETS if g in games
-        }
-        out["env_kernel_us"] = {
-            g: attempt(f"env kernel {g}", env_kernel_cost, g)
-            for g in ("snake", "minatar-breakout", "cartpole", "minatar-space_invaders")
-        }
+        for g in (g for g in PPO_PRESETS if g in games):
+            both(("rollout_cost", g), f"rollout cost {g}", rollout_cost, g)
+        for g in ("snake", "minatar-breakout", "cartpole", "minatar-space_invaders"):
+            put(("env_kernel_us", g), f"env kernel {g}", env_kernel_cost, g)
     if "time_to_score" not in skip:
-        out["time_to_score"] = {
-            "snake": both("time_to_score snake", time_to_score, "snake", budget_s, SNAKE_SCORE),
-            "minatar-breakout": both(
-                "time_to_score breakout", time_to_score, "minatar-breakout", budget_s, None
-            ),
-        }
+        both(("time_to_score", "snake"), "time_to_score snake", time_to_score, "snake",
+             budget_s, SNAKE_SCORE)  # fmt: skip
+        both(("time_to_score", "minatar-breakout"), "time_to_score breakout", time_to_score,
+             "minatar-breakout", budget_s, None)  # fmt: skip
     if "gpu_busy" not in skip:
-        out["gpu_busy"] = both("gpu_busy", gpu_busy_share)
+        both(("gpu_busy",), "gpu_busy", gpu_busy_share)
     if "ppo_large_batch" not in skip:
-        out["ppo_large_batch"] = {"num_envs": LARGE_BATCH_ENVS} | both(
-            "ppo_large_batch", large_batch_sps
-        )
+        out["ppo_large_batch"] = {"num_envs": LARGE_BATCH_ENVS}
+        both(("ppo_large_batch",), "ppo_large_batch", large_batch_sps)
     if "step_fixed_cost" not in skip:
-        out["step_fixed_cost_us"] = {
-            g: attempt(f"fixed cost {g}", step_fixed_cost, g) for g in games
-        }
+        for g in games:
+            put(("step_fixed_cost_us", g), f"fixed cost {g}", step_fixed_cost, g)
     if "env" not in skip:
-        out["env"] = {g: attempt(f"env {g}", env_rate, g) for g in games}
+        for g in games:
+            put(("env", g), f"env {g}", env_rate, g)
     if "compile" not in skip:
         with tempfile.TemporaryDirectory() as cache:
-            out["compile"] = {
-                g: attempt(f"compile {g}", bench_compile, g, "cuda", cache, 1) for g in games[:3]
-            }
+            for g in games[:3]:
+                put(("compile", g), f"compile {g}", bench_compile, g, "cuda", cache, 1)
     if "registers" not in skip:
-        out["registers"] = attempt("registers", registers)
+        put(("registers",), "registers", registers)
     return out
 
 

@@ -46,3 +46,41 @@ def test_skipped_figures_are_not_measured_and_unknown_names_are_refused(tmp_path
     else:
         raise AssertionError("an unknown figure was accepted")
     assert "unknown --skip speed; valid: time_to_score" in capsys.readouterr().err
+
+
+def test_gpu_goals_store_and_save_each_figure_as_it_comes(monkeypatch):
+    """Each figure is in ``out`` when the save after it runs (a lease cut short keeps what was
+    measured); the training figures once per mode (graph, eager); a failing figure is None with
+    its reason under ``skipped``; skipped names are not run."""
+    calls = []
+
+    def fake(name, fail=False):
+        def figure(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            if fail:
+                raise RuntimeError("out of memory\nmore")
+            return {"from": name, "graph": kwargs.get("graph")}
+
+        return figure
+
+    for name in ("rollout_cost", "env_kernel_cost", "time_to_score", "gpu_busy_share"):
+        monkeypatch.setattr(scale, name, fake(name))
+    monkeypatch.setattr(scale, "large_batch_sps", fake("large", fail=True))
+    saved = []
+    out, skipped = {}, {}
+    games = ["cartpole", "snake"]
+    skip = frozenset({"step_fixed_cost", "env", "compile", "registers"})
+    scale.gpu_goals(games, skipped, 5.0, out, lambda: saved.append(json.dumps(out)), skip)
+    assert set(out["rollout_cost"]) == {"snake", "cartpole"}
+    assert out["rollout_cost"]["snake"]["graph"]["graph"] is True
+    assert out["rollout_cost"]["snake"]["eager"]["graph"] is False
+    assert out["time_to_score"]["minatar-breakout"]["eager"]["from"] == "time_to_score"
+    assert out["ppo_large_batch"] == {"num_envs": scale.LARGE_BATCH_ENVS, "graph": None,
+                                      "eager": None}  # fmt: skip
+    assert skipped == {
+        "ppo_large_batch (graph)": "RuntimeError: out of memory",
+        "ppo_large_batch (eager)": "RuntimeError: out of memory",
+    }
+    assert "step_fixed_cost_us" not in out and "registers" not in out
+    assert len(saved) == len(calls) and '"snake"' in saved[0]
+    assert json.loads(saved[-1]) == json.loads(json.dumps(out))
