@@ -7,17 +7,8 @@ bounds checks: an index outside an array raises ``backends.OutOfBoundsError`` na
 instead of touching memory the arrays do not own (for tests and fuzzing; see ``backends``).
 """
 
-import os
-
-# OpenMP threads that spin long while they wait turn a busy machine into a 20-40x slowdown: each
-# parallel step waits a whole scheduler slice for a preempted sibling. A short spin keeps the
-# quiet-machine speed. Snake, 4096 envs, 2 cores, env-steps/s (quiet / one competing process):
-# libgomp default 44.7M / 1.8M, passive 30M / 23M, spin 1000 44.3M / 18.6M. Set before Numba or
-# torch load libgomp; an explicit user setting of either variable wins.
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    os.environ["GOMP_SPINCOUNT"] = "1000"  # libgomp: spin this long, then sleep
-
+# OpenMP's wait policy is set by ``fasttrain/__init__.py``, which runs before this package and
+# before torch or Numba load libgomp, so the learner and the kernels share it.
 from .backends import BACKENDS, cuda_available, get_backend, resolve_backend
 from .columns import ColumnKernel
 from .env import KernelEnv, allocate, speed_check
