@@ -42,10 +42,10 @@ class RunConfig:
     PPO runs of 2M steps or more with networks at most 256 wide, on a CPU with a C++ compiler;
     off elsewhere; where compiling fails it warns once and runs eagerly"""
     cuda_graph: bool = True
-    """on cuda, capture PPO's rollout horizon (every step's policy forward, sampling, env kernel
-    and storage writes) once as one CUDA graph and replay it each iteration, the same results
-    bit for bit with no per-step launch cost; false: launch each step's work eagerly (where
-    capture is not possible the run says why in one line and runs eagerly)"""
+    """on cuda, capture the rollout horizon (every step's policy forward, sampling, env kernel
+    and storage writes; PPO and PQN) and PPO's minibatch steps once as CUDA graphs and replay
+    them, the same results bit for bit with no per-step launch cost; false: launch each step's
+    work eagerly (where capture is not possible the run says why in one line, eagerly)"""
     torch_threads: int = 0
     """torch intra-op threads (0: one per core; one for a small network stepping few rows, under
     500k multiply-adds per rollout step, as CartPole's defaults)"""

@@ -30,6 +30,7 @@ from fasttrain.learners.base import (
     user_sizes,
     warn_once,
 )
+from fasttrain.learners.graphs import GraphedCall, graph_problem, tensor_addresses
 from fasttrain.learners.optim import (
     make_optimizer,
     set_learning_rate,
@@ -84,6 +85,14 @@ class Trainer(TrainerBase):
         )
         self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
         self.qlambda = self.bind_returns()
+        self.horizon_graph = None  # on cuda, the rollout's steps as one CUDA graph
+        problem = graph_problem(config, self.device)
+        if problem is None and self.compile_mode != "off":
+            problem = f"run.compile = {self.compile_mode!r} compiles the rollout's network"
+        if problem:
+            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
+        elif problem is None:  # the steps draw nothing: the exploration is drawn before them
+            self.horizon_graph = GraphedCall(self.rollout_steps, self.graph_key, [], self.device)
 
     def allocate_storage(self) -> None:
         """Time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the
@@ -160,6 +169,20 @@ class Trainer(TrainerBase):
                 out=self.random_actions,
             )
             timers.forward += time.perf_counter() - t0
+        graph = self.horizon_graph
+        if graph is None or not graph.warm:  # eager (the graph's warm-up times itself)
+            (self.rollout_steps if graph is None else graph)(self)
+        else:
+            t0 = time.perf_counter()
+            graph(self)
+            timers.env += time.perf_counter() - t0
+        self.global_step += args.num_steps * self.rows * self.world  # agent steps, all ranks
+
+    def rollout_steps(self, _slot=None) -> None:
+        """The rollout's steps, launched one by one (what a CUDA graph captures): act on the
+        exploration drawn before them, step, store."""
+        env, args, timers = self.env, self.args, self.timers
+        with torch.inference_mode():
             for t in range(args.num_steps):
                 t0 = time.perf_counter()
                 # float32: the rollout's forward pass stays out of autocast, as in PPO
@@ -177,7 +200,10 @@ class Trainer(TrainerBase):
                 t2 = time.perf_counter()
                 timers.forward += t1 - t0
                 timers.env += t2 - t1
-        self.global_step += args.num_steps * self.rows * self.world  # agent steps, all ranks
+
+    def graph_key(self, _slot=None) -> tuple:
+        """What a captured horizon baked in: the env's launch values, the network's tensors."""
+        return (self.env.params_version, tensor_addresses(self.q_network))
 
     # --------------------------------------------------------------------------- RETURNS
 

@@ -78,6 +78,27 @@ def test_the_rollout_horizon_is_graph_safe_on_the_cpu_path(core):
     assert bool(s.actions.ne(0).any())  # the log saw real steps
 
 
+def test_pqn_rollout_steps_are_graph_safe_on_the_cpu_path():
+    """PQN draws a rollout's exploration before its steps (epsilon is a float that changes each
+    iteration, so it stays out of the graph); the steps themselves are graph-safe as PPO's."""
+    from fasttrain.learners.pqn import Trainer as PQNTrainer
+
+    config = small_snake(run={"algo": "pqn"}, game={"snake": {"pqn": {"num_envs": 16}}})
+    trainer = PQNTrainer(config, warn=lambda *_: None)
+    trainer.rollout()  # the draws
+    log = OpLog()
+    with log:
+        trainer.rollout_steps()
+    names = {name for name, _ in log.ops}
+    assert not names & SYNCING, names & SYNCING
+    assert not names & {"aten::rand", "aten::randint", "aten::uniform_", "aten::random_"}
+    steps = trainer.args.num_steps
+    per_step = len(log.ops) // steps
+    assert len(log.ops) == per_step * steps
+    for t in range(1, steps):
+        assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
+
+
 def test_where_the_rollout_is_not_captured():
     """A CPU run and ``run.cuda_graph = false`` need no word; ppo.overlap and a torch without
     generator registration each get their line."""
@@ -231,3 +252,29 @@ def test_the_eager_rollout_never_synchronises_on_the_gpu():
         trainer.rollout()
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.gpu
+@gpu
+def test_pqn_graph_replay_equals_the_eager_rollout_bit_for_bit():
+    from fasttrain.learners.pqn import Trainer as PQNTrainer
+
+    def trainer(graph):
+        config = small_snake(
+            run={"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": 2, "algo": "pqn"},
+            game={"snake": {"pqn": {"num_envs": 64, "num_steps": 16}}},
+        )
+        return PQNTrainer(config, warn=lambda *_: None)
+
+    eager, graphed = trainer(False), trainer(True)
+    assert eager.horizon_graph is None and graphed.horizon_graph is not None
+    for i in range(4):
+        eager.iterate()
+        graphed.iterate()
+        for name in ("obs", "actions", "values", "rewards", "terminated", "truncated", "returns"):
+            assert torch.equal(getattr(eager, name), getattr(graphed, name)), (i, name)
+        weights = graphed.q_network.state_dict()
+        for name, value in eager.q_network.state_dict().items():
+            assert torch.equal(value, weights[name]), (i, name)
+    assert graphed.horizon_graph.captures == 1
+
