@@ -172,14 +172,14 @@ class VecEnv:
 
     def load_state_dict(self, arrays: dict) -> None:
         """Restore ``state_dict()`` output; raises ValueError (changing nothing) on a misfit."""
-        self._follow_torch_stream()
+        self.follow_torch_stream()
         self._core.load_state_dict(arrays)
 
     def reset(self, seed=None) -> torch.Tensor:
         """Reset every env (reseeding per-env streams when ``seed`` is given); returns ``obs``.
 
         A sequence of M seeds makes a population (see ``make``)."""
-        self._follow_torch_stream()
+        self.follow_torch_stream()
         self._core.reset(seed)  # checks the seed before changing anything
         return self.obs
 
@@ -216,7 +216,7 @@ class VecEnv:
             out = self._cached_outputs(obs_out, final_obs_out)
         if out is not None and out.launch[0] != self._core.params_version:
             out.launch[:] = [self._core.params_version, self._core.refresh_args(out.launch[1])]
-        self._follow_torch_stream()
+        self.follow_torch_stream()
         if actions is not None and actions is not self.actions:
             self._load_actions(actions)
         bad = self._core.step(None if out is None else out.launch_args, check)
@@ -272,9 +272,11 @@ class VecEnv:
             self._out_cache.move_to_end(key)
         return outputs
 
-    def _follow_torch_stream(self):
+    def follow_torch_stream(self):
         """Launch kernels on torch's current stream, so they are ordered with the learner's
-        work (a policy forward, a copy into ``actions``) with no host synchronisation."""
+        work (a policy forward, a copy into ``actions``) with no host synchronisation; the
+        env's own array work (``stats``, ``state_dict``) follows it too. Every step does this;
+        a caller that replayed captured steps (a CUDA graph, which runs no Python) calls it."""
         if self._on_gpu:
             self._core.stream = torch.cuda.current_stream(self.device).cuda_stream
 
@@ -347,7 +349,7 @@ class VecEnv:
     def stats(self) -> dict:
         """Means of ``return``, ``length``, ``score`` over episodes ended since the last call
         (agent episodes, for games with several agents per environment)."""
-        self._follow_torch_stream()
+        self.follow_torch_stream()
         return self._core.stats()
 
     def render(self, i: int = 0) -> str:
@@ -357,7 +359,7 @@ class VecEnv:
     def render_rgb(self, i: int = 0):
         """Colour picture of environment ``i``: a uint8 NumPy array ``(H, W, 3)``; games
         without colour rendering raise ``ValueError``."""
-        self._follow_torch_stream()
+        self.follow_torch_stream()
         return self._core.render_rgb(i)
 
     def __repr__(self):

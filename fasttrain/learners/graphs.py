@@ -45,11 +45,14 @@ class GraphedCall:
     stream), captured at the next call and replayed from then on, one graph per ``slot`` (a
     rollout storage, a minibatch's index buffer: what the graph reads and writes); captured
     again whenever ``key(slot)`` changes. ``generators``: the random streams ``fn`` draws from,
-    registered with every capture. Returns what ``fn`` returned: after a replay the tensors it
-    returned at the capture, which the next replay overwrites."""
+    registered with every capture; ``after``: what to call after each run (the env's stream set
+    back to torch's current one: its steps ran on the capture stream, or not in Python at all).
+    Returns what ``fn`` returned: after a replay the tensors it returned at the capture, which
+    the next replay overwrites."""
 
-    def __init__(self, fn, key, generators, device: torch.device):
+    def __init__(self, fn, key, generators, device: torch.device, after=()):
         self.fn, self.key, self.generators = fn, key, list(generators)
+        self.after = list(after)  # called after every run: the warm-up, a capture, a replay
         self.device = device
         self.stream = torch.cuda.Stream(device)
         self.graphs: dict[int, tuple] = {}  # id(slot) -> (key, graph, output)
@@ -64,14 +67,17 @@ class GraphedCall:
                 out = self.fn(slot)
             current.wait_stream(self.stream)
             self.warm = True
-            return out
-        key = self.key(slot)
-        held = self.graphs.get(id(slot))
-        if held is None or held[0] != key:
-            self.graphs.pop(id(slot), None)  # free a stale graph's memory before capturing
-            held = self.graphs[id(slot)] = (key, *self.capture(slot))
-        held[1].replay()
-        return held[2]
+        else:
+            key = self.key(slot)
+            held = self.graphs.get(id(slot))
+            if held is None or held[0] != key:
+                self.graphs.pop(id(slot), None)  # free a stale graph's memory before capturing
+                held = self.graphs[id(slot)] = (key, *self.capture(slot))
+            held[1].replay()
+            out = held[2]
+        for done in self.after:  # e.g. the env's array work back on the current stream
+            done()
+        return out
 
     def capture(self, slot) -> tuple:
         """``fn(slot)`` captured (nothing runs; the generators stay where they are): the graph

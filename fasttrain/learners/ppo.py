@@ -229,7 +229,11 @@ class Trainer(TrainerBase):
             warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
         elif problem is None:
             self.horizon_graph = GraphedCall(
-                self.rollout_steps, self.graph_key, [self.rollout_generator], self.device
+                self.rollout_steps,
+                self.graph_key,
+                [self.rollout_generator],
+                self.device,
+                after=[self.env.follow_torch_stream],
             )
         self.update_graph, self.mb_slot = None, None
         problem = update_graph_problem(self.config, self.ctx, self.optimizer)

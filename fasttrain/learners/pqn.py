@@ -92,7 +92,9 @@ class Trainer(TrainerBase):
         if problem:
             warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
         elif problem is None:  # the steps draw nothing: the exploration is drawn before them
-            self.horizon_graph = GraphedCall(self.rollout_steps, self.graph_key, [], self.device)
+            self.horizon_graph = GraphedCall(
+                self.rollout_steps, self.graph_key, [], self.device, [self.env.follow_torch_stream]
+            )
 
     def allocate_storage(self) -> None:
         """Time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the

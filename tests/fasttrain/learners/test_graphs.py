@@ -188,6 +188,8 @@ def test_graph_replay_equals_the_eager_rollout_bit_for_bit(core):
     assert graphed.horizon_graph.captures == 1
     assert graphed.update_graph.captures == 1
     assert graphed.ctx.updates == eager.ctx.updates
+    # the env's own array work (stats, state_dict) is back on torch's stream after a replay
+    assert graphed.env.stream == torch.cuda.current_stream().cuda_stream
 
 
 @pytest.mark.gpu
@@ -277,4 +279,3 @@ def test_pqn_graph_replay_equals_the_eager_rollout_bit_for_bit():
         for name, value in eager.q_network.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
     assert graphed.horizon_graph.captures == 1
-
