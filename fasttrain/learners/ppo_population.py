@@ -1,0 +1,295 @@
+"""PPO for a population: ``M`` members, one per seed, trained side by side in one process as
+each would train alone (issue 53).
+
+The members' environments are one buffer of ``M * num_envs`` rows, block ``k`` seeded as the
+solo run with ``seeds[k]`` (``fasttrain.make(seed=[...])``); their networks are one
+``Population`` (stacked weights, one batched forward); their optimizer is one ``PopulationAdam``
+(a step count, moments and learning rate per member, each member's gradient clipped by its own
+norm, a non-finite member skipped alone). Each member keeps its own random stream, seeded as its
+solo run's, and draws from it what the solo trainer draws, in the same order (sampling noise,
+then its minibatch order), so member ``k`` sees the same observations, takes the same actions
+and makes the same update as the solo run with ``run.seed = seeds[k]``, up to the float
+rounding of batched matrix products (checked in ``tests/fasttrain/learners/
+test_ppo_population.py``).
+
+A building block: feed-forward PPO on single-agent games, with shared settings; ``fasttrain
+run --seeds`` does not use it yet (member directories, resume, ``--vary`` are to come).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, vmap
+
+from fasttrain import distributed
+from fasttrain.device import resolve_amp, resolve_device
+from fasttrain.errors import ConfigError
+from fasttrain.kernels.env import check_seeds
+from fasttrain.learners.base import Timers, check_memory, setup_threads
+from fasttrain.learners.rollout import new_rollout
+from fasttrain.population import Population, build_members
+from fasttrain.population_optim import PopulationAdam, population_step
+from fasttrain.vecenv import make
+
+LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+
+def population_problem(config) -> str | None:
+    """None where ``config`` can train as a population here, else why not (one line)."""
+    args = config.learner
+    if config.run.algo != "ppo":
+        return f"a PPO population needs run.algo = 'ppo', got {config.run.algo!r}"
+    if config.model.core != "none":
+        return "a population's PPO is feed-forward for now: model.core = 'none'"
+    if args.overlap:
+        return "a population does not overlap its rollouts: ppo.overlap = false"
+    if args.target_kl > 0:
+        return "a population's members stop their epochs together: ppo.target_kl = 0"
+    if args.optimizer != "adam":
+        return f"a population steps Adam, not ppo.optimizer = {args.optimizer!r}"
+    if 0 < args.max_minibatch_size < args.num_envs * args.num_steps // args.num_minibatches:
+        return "a population's minibatches are whole: ppo.max_minibatch_size = 0"
+    if config.run.amp == "fp16":
+        return "a population has no fp16 loss scaler: run.amp = 'off' or 'bf16'"
+    return None
+
+
+class PopulationTrainer:
+    """``len(seeds)`` PPO members trained side by side; ``iterate()`` returns each member's
+    losses, ``member_stats()`` each member's episode means."""
+
+    def __init__(self, config, seeds):
+        problem = population_problem(config)
+        if problem:
+            raise ConfigError(problem)
+        try:
+            self.seeds = seeds = check_seeds(list(seeds))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+        self.config, self.args = config, config.learner
+        args = self.args
+        self.num_members = M = len(seeds)
+        run = config.run
+        device = resolve_device(run.device)
+        self.device = device.torch
+        setup_threads(run, 1)
+        self.env = env = make(
+            config.game.name,
+            num_envs=M * args.num_envs,
+            backend=device.backend,
+            seed=list(seeds),
+            action_repeat=run.action_repeat,
+            **vars(config.params),
+        )
+        if env.num_agents != 1:
+            raise ConfigError("a population trains single-agent games for now")
+        self.n = args.num_envs  # each member's envs
+        self.rows = env.num_rows
+        # each member's random stream, seeded as its solo run's (rank 0 of one process)
+        self.generators = [
+            torch.Generator(device=self.device).manual_seed(distributed.rank_seed(s, 0) % 2**63)
+            for s in seeds
+        ]
+        self.population = Population(build_members(config, seeds, self.device))
+        self.lrs = torch.full((M,), float(args.learning_rate), dtype=torch.float64)
+        self.optimizer = PopulationAdam(self.population, self.lrs, eps=1e-5)
+        amp = resolve_amp(run.amp, device, config.model.hidden)
+        self.amp_dtype = {"bf16": torch.bfloat16}.get(amp)
+        self.batch_size = args.num_envs * args.num_steps  # per member
+        self.minibatch_size = self.batch_size // args.num_minibatches
+        self.num_iterations = max(1, args.total_timesteps // self.batch_size)
+        T, obs_bytes = args.num_steps, env.obs_dtype.itemsize * math.prod(env.obs_shape)
+        check_memory((2 * T + 1) * self.rows * obs_bytes + T * self.rows * 36,
+                     f"the population's rollout storage ({M} members)", self.device)  # fmt: skip
+        self.storage = new_rollout(env, args, self.rows, None, self.device, device.backend)
+        self.storage.obs[0].copy_(env.obs)
+        self.ent_coef = torch.tensor(float(args.ent_coef), device=self.device)
+        self.iteration, self.global_step = 0, 0
+        self.timers = Timers()
+
+    # ------------------------------------------------------------------------------ ROLLOUT
+
+    def by_member(self, rows: torch.Tensor) -> torch.Tensor:
+        """A ``(rows, ...)`` tensor as ``(M, n, ...)``: member ``k``'s block of rows."""
+        return rows.view(self.num_members, self.n, *rows.shape[1:])
+
+    def rollout(self) -> None:
+        """``num_steps`` steps of every member's envs, each acting with its own policy and
+        sampling noise from its own stream (as its solo run: ``ppo.Trainer.rollout_steps``)."""
+        s, env = self.storage, self.env
+        with torch.inference_mode():
+            for t in range(self.args.num_steps):
+                t0 = time.perf_counter()
+                logits, value, _ = self.population(self.by_member(s.obs[t]))  # (M, n, A)
+                noise = torch.stack(
+                    [
+                        torch.rand(logits.shape[1:], generator=g, device=self.device)
+                        for g in self.generators
+                    ]
+                )
+                action = torch.argmax(logits - torch.log(-torch.log(noise)), dim=2)  # (M, n)
+                logprob = F.log_softmax(logits, dim=2).gather(2, action[..., None])[..., 0]
+                s.logprobs[t] = logprob.reshape(-1)
+                s.actions[t] = action.reshape(-1)
+                s.values[t] = value.reshape(-1)
+                t1 = time.perf_counter()
+                env.step(s.actions[t], out=s.step_outputs[t], check=False)
+                s.rewards[t] = env.rewards
+                s.terminated[t] = env.terminated
+                s.truncated[t] = env.truncated
+                torch.logical_or(env.terminated, env.truncated, out=s.episode_starts[t + 1])
+                self.timers.forward += t1 - t0
+                self.timers.env += time.perf_counter() - t1
+
+    def member_values(self, k: int, obs: torch.Tensor) -> torch.Tensor:
+        """Member ``k``'s values of ``obs`` (B, *obs_shape)."""
+        stacked = self.population.stacked
+        tensors = {n: p[k] for n, p in stacked.named_parameters()}
+        tensors.update({n: b[k] for n, b in stacked.named_buffers()})
+        return functional_call(self.population._base[0], tensors, (obs,))[1]
+
+    def compute_advantages(self) -> None:
+        """GAE over every member's columns, with the values each member's policy gave."""
+        s = self.storage
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            s.last_values.copy_(self.population(self.by_member(s.obs[-1]))[1].reshape(-1))
+            s.final_values.zero_()
+            rows = s.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
+            for k in torch.unique(rows[1] // self.n).tolist() if rows[0].numel() else []:
+                mine = tuple(r[rows[1] // self.n == k] for r in rows)
+                s.final_values[mine] = self.member_values(k, s.final_obs[mine])
+        stream = 0
+        if self.device.type == "cuda":
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+        s.gae(stream=stream)
+        self.timers.forward += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------------------ UPDATE
+
+    def minibatch_orders(self) -> torch.Tensor:
+        """Each member's minibatch order over its own batch, drawn from its own stream as the
+        solo run draws it, as flat indices into the whole ``(num_steps * rows)`` storage:
+        ``(M, batch_size)``."""
+        orders = torch.stack(
+            [
+                torch.randperm(self.batch_size, generator=g, device=self.device)
+                for g in self.generators
+            ]
+        )
+        # member k's flat index b = t * n + i is storage row t, column k * n + i
+        members = torch.arange(self.num_members, device=self.device)[:, None]
+        return orders // self.n * self.rows + members * self.n + orders % self.n
+
+    def losses(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's PPO loss on its minibatch ``mb`` (M, B) of flat storage indices:
+        ``(M,)`` losses and ``(M, 5)`` stats (``LOSS_NAMES``), each as ``ppo.Trainer.loss``."""
+        args, s = self.args, self.storage
+        obs = s.obs[:-1].reshape(-1, *self.env.obs_shape)[mb]  # (M, B, *obs_shape)
+        flat = {name: getattr(s, name).reshape(-1)[mb] for name in
+                ("actions", "logprobs", "advantages", "returns", "values")}  # fmt: skip
+        base = self.population._base[0]
+        stacked = self.population.stacked
+        weights = dict(stacked.named_parameters())
+        buffers = dict(stacked.named_buffers())
+        ent_coef = self.ent_coef
+
+        def one(p, b, obs, actions, old_logprobs, advantages, returns, old_values):
+            with torch.autocast(self.device.type, self.amp_dtype,
+                                enabled=self.amp_dtype is not None):  # fmt: skip
+                logits, new_values, _ = functional_call(base, (p, b), (obs,))
+            logits, new_values = logits.float(), new_values.float()
+            log_probs = F.log_softmax(logits, dim=1)
+            new_logprob = log_probs.gather(1, actions[:, None])[:, 0]
+            entropy = -(log_probs.exp() * log_probs).sum(1).mean()
+            if args.norm_adv:
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            log_ratio = new_logprob - old_logprobs
+            ratio = log_ratio.exp()
+            clipped_ratio = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+            pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
+            if args.clip_vloss:
+                clipped = old_values + (new_values - old_values).clamp(
+                    -args.clip_coef, args.clip_coef
+                )
+                v_loss = (
+                    0.5 * torch.max((new_values - returns) ** 2, (clipped - returns) ** 2).mean()
+                )
+            else:
+                v_loss = 0.5 * ((new_values - returns) ** 2).mean()
+            loss = pg_loss - ent_coef * entropy + args.vf_coef * v_loss
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
+            return loss, stats
+
+        return vmap(one)(weights, buffers, obs, flat["actions"], flat["logprobs"],
+                         flat["advantages"], flat["returns"], flat["values"])  # fmt: skip
+
+    def update(self) -> torch.Tensor:
+        """Every member's epochs of minibatch steps; returns the mean stats, ``(M, 5)``."""
+        args = self.args
+        t0 = time.perf_counter()
+        frac = 1.0 - self.iteration / self.num_iterations
+        if args.anneal_lr:
+            self.optimizer.set_learning_rates(frac * self.lrs)
+        if args.anneal_ent:
+            self.ent_coef.fill_(frac * args.ent_coef)
+        totals = torch.zeros(self.num_members, len(LOSS_NAMES), device=self.device)
+        updates = 0
+        for _epoch in range(args.update_epochs):
+            order = self.minibatch_orders()
+            for start in range(0, self.batch_size, self.minibatch_size):
+                losses, stats = self.losses(order[:, start : start + self.minibatch_size])
+                population_step(self.optimizer, losses, args.max_grad_norm)
+                totals += stats
+                updates += 1
+        self.iteration += 1
+        self.timers.learn += time.perf_counter() - t0
+        return totals / updates
+
+    def iterate(self) -> list[dict]:
+        """One rollout, advantage pass and update of every member; returns each member's
+        losses (``losses/...`` keys, with its skipped updates so far)."""
+        self.rollout()
+        self.compute_advantages()
+        means = self.update().tolist()  # the one host sync
+        self.global_step += self.batch_size  # each member's agent steps
+        self.storage.carry_over(self.storage)
+        skipped = self.optimizer.skipped.tolist()
+        return [
+            {
+                **{f"losses/{n}": v for n, v in zip(LOSS_NAMES, row, strict=True)},
+                "losses/skipped_updates": skipped[k],
+            }  # fmt: skip
+            for k, row in enumerate(means)
+        ]
+
+    def member_stats(self) -> list[dict]:
+        """Each member's means over the episodes its envs finished since the last call (an
+        empty dict for a member with none), then clear: ``VecEnv.stats`` per member."""
+        arrays = self.env.arrays
+        sums = {
+            name: self.env.to_host(arrays[f"done_{name}"]).reshape(self.num_members, -1).sum(1)
+            for name in ("return", "length", "score", "count")
+        }
+        out = []
+        for k in range(self.num_members):
+            count = int(sums["count"][k])
+            if count == 0:
+                out.append({})
+                continue
+            out.append(
+                {
+                    "return": float(sums["return"][k]) / count,
+                    "length": float(sums["length"][k]) / count,
+                    "score": float(sums["score"][k]) / count,
+                    "episodes": count,
+                }
+            )
+        self.env.stats()  # clears every env's sums
+        return out

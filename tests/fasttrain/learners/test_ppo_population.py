@@ -1,0 +1,102 @@
+"""PPO for a population (``learners/ppo_population.py``): member k trains as the solo run with
+seed k, a member that diverges is skipped alone, what a population cannot train is refused."""
+
+import pytest
+import torch
+
+from fasttrain.errors import ConfigError
+from fasttrain.learners.ppo import Trainer
+from fasttrain.learners.ppo_population import LOSS_NAMES, PopulationTrainer, population_problem
+from tests.conftest import small_snake
+
+SEEDS = (3, 7)
+
+
+def config(seed=0, **extra):
+    return small_snake(run={"seed": seed, "amp": "off"}, **extra)
+
+
+def solo(seed):
+    return Trainer(config(seed), warn=lambda *_: None)
+
+
+def block(tensor, k, n):
+    """Member k's columns of a time-major (T, M * n, ...) tensor."""
+    return tensor[:, k * n : (k + 1) * n]
+
+
+def test_member_k_trains_as_the_solo_run_with_seed_k():
+    """The same observations and actions step for step (the envs are bit-identical and each
+    member samples from its own stream as its solo run), the first updates' losses and weights
+    within float rounding (batched matrix products round differently)."""
+    population = PopulationTrainer(config(), SEEDS)
+    n = population.n
+    solos = [solo(s) for s in SEEDS]
+    for k, trainer in enumerate(solos):
+        start = population.population.member_state_dict(k)
+        for name, value in trainer.policy.state_dict().items():
+            assert torch.equal(start[name], value), (k, name)
+    for _ in range(2):
+        rows = population.iterate()
+        for k, trainer in enumerate(solos):
+            losses = trainer.iterate()
+            for name in ("obs", "actions", "rewards", "terminated", "truncated"):
+                mine = block(getattr(population.storage, name), k, n)
+                assert torch.equal(mine, getattr(trainer.storage, name)), (k, name)
+            for name in LOSS_NAMES:
+                key = f"losses/{name}"
+                assert rows[k][key] == pytest.approx(losses[key], rel=1e-4, abs=1e-6), (k, key)
+            weights = population.population.member_state_dict(k)
+            for name, value in trainer.policy.state_dict().items():
+                torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6)
+    assert population.global_step == solos[0].global_step
+
+
+def test_each_member_reads_its_own_episodes():
+    population = PopulationTrainer(config(), SEEDS)
+    for _ in range(3):
+        population.iterate()
+    arrays = population.env.arrays
+    counts = arrays["done_count"].reshape(len(SEEDS), -1).sum(1).tolist()
+    stats = population.member_stats()
+    assert [s.get("episodes", 0) for s in stats] == counts and sum(counts) > 0
+    assert population.env.stats() == {}  # read and cleared
+
+
+def test_a_member_that_diverges_is_skipped_alone():
+    population = PopulationTrainer(config(), SEEDS)
+    with torch.no_grad():
+        for p in population.population.stacked.parameters():
+            p[1].fill_(float("nan"))
+    rows = population.iterate()
+    updates = population.args.update_epochs * population.args.num_minibatches
+    assert rows[1]["losses/skipped_updates"] == updates
+    assert rows[0]["losses/skipped_updates"] == 0
+    first = solo(SEEDS[0])
+    first.iterate()
+    weights = population.population.member_state_dict(0)
+    for name, value in first.policy.state_dict().items():
+        torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6)
+    assert all(torch.isnan(t).all() for t in population.population.member_state_dict(1).values())
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ({"run": {"algo": "dqn"}}, "run.algo = 'ppo'"),
+        ({"model": {"core": "gru"}, "game": {"snake": {"ppo": {"bptt_horizon": 4}}}},
+         "model.core = 'none'"),
+        ({"game": {"snake": {"ppo": {"overlap": True}}}}, "ppo.overlap = false"),
+        ({"game": {"snake": {"ppo": {"target_kl": 0.02}}}}, "ppo.target_kl = 0"),
+    ],
+)  # fmt: skip
+def test_what_a_population_cannot_train_is_refused_in_one_line(extra, words):
+    problem = population_problem(small_snake(**extra))
+    assert words in problem and "\n" not in problem
+
+
+def test_bad_seeds_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"seed\[1\] must be an int"):
+        PopulationTrainer(config(), [1, "2"])
+    with pytest.raises(ConfigError, match="empty"):
+        PopulationTrainer(config(), [])
