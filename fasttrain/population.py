@@ -21,7 +21,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from fasttrain import games
 from fasttrain.learners.base import one_torch_thread
-from fasttrain.models import make_policy, make_q_network
+from fasttrain.models import ActorCritic, make_policy, make_q_network
 
 # learners whose trainer builds one network this module can reproduce, and how
 POLICY_LEARNERS = ("ppo",)
@@ -64,6 +64,27 @@ def build_members(config, seeds, device="cpu") -> list[nn.Module]:
     return members
 
 
+_ACTIVATIONS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu}
+
+
+def mlp_plan(module: nn.Module) -> list[tuple] | None:
+    """A feed-forward MLP actor-critic's torso as steps the batched fast path runs
+    (``("flatten",)``, ``("linear", name)``, ``("act", fn)``); None for any other network."""
+    if type(module) is not ActorCritic or not isinstance(module.torso, nn.Sequential):
+        return None
+    plan: list[tuple] = []
+    for i, layer in enumerate(module.torso):
+        if isinstance(layer, nn.Flatten) and (layer.start_dim, layer.end_dim) == (1, -1):
+            plan.append(("flatten",))
+        elif type(layer) is nn.Linear:
+            plan.append(("linear", f"torso.{i}"))
+        elif type(layer) in _ACTIVATIONS:
+            plan.append(("act", _ACTIVATIONS[type(layer)]))
+        else:
+            return None
+    return plan
+
+
 def _set_tensor(module: nn.Module, name: str, tensor: torch.Tensor, parameter: bool) -> None:
     """Put ``tensor`` at the dotted ``name`` of ``module`` as a parameter or a buffer."""
     path, _, leaf = name.rpartition(".")
@@ -100,6 +121,9 @@ class Population(nn.Module):
         for name, tensor in buffers.items():
             _set_tensor(self.stacked, name, tensor, parameter=False)
         self.num_members = len(members)
+        # an MLP actor-critic runs as batched matrix products, not under vmap (whose per-call
+        # cost was most of a small network's step: CartPole, 8 members)
+        self._plan = mlp_plan(first)
 
     def __len__(self) -> int:
         return self.num_members
@@ -136,7 +160,27 @@ class Population(nn.Module):
     def forward(self, obs: torch.Tensor, *args):
         """Every member's ``forward(obs[k], *args[k])`` stacked: obs ``(M, n, *obs_shape)``; an
         actor-critic gives ``(logits (M, n, A), values (M, n), state)``."""
+        if self._plan is not None and all(a is None for a in args):
+            return self._mlp_forward(obs)
         return self.call("forward", obs, *args)
+
+    def _linear(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """Every member's linear layer ``name`` on its own rows: ``x`` (M, n, in)."""
+        weight = self.stacked.get_parameter(f"{name}.weight")  # (M, out, in)
+        bias = self.stacked.get_parameter(f"{name}.bias")  # (M, out)
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+    def _mlp_forward(self, obs: torch.Tensor):
+        """``forward`` of an MLP actor-critic (``mlp_plan``) as batched matrix products."""
+        x = self._base[0].encoder(obs)  # parameter-free: runs on the real tensors
+        for step in self._plan:
+            if step[0] == "flatten":
+                x = x.flatten(2)
+            elif step[0] == "linear":
+                x = self._linear(step[1], x)
+            else:
+                x = step[1](x)
+        return self._linear("actor", x), self._linear("critic", x).squeeze(-1), None
 
     def member_state_dict(self, k: int) -> dict:
         """Member ``k``'s weights as a solo network's ``state_dict`` (copies)."""

@@ -188,47 +188,59 @@ class PopulationTrainer:
     def losses(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's PPO loss on its minibatch ``mb`` (M, B) of flat storage indices:
         ``(M,)`` losses and ``(M, 5)`` stats (``LOSS_NAMES``), each as ``ppo.Trainer.loss``."""
-        args, s = self.args, self.storage
+        s = self.storage
         obs = s.obs[:-1].reshape(-1, *self.env.obs_shape)[mb]  # (M, B, *obs_shape)
-        flat = {name: getattr(s, name).reshape(-1)[mb] for name in
-                ("actions", "logprobs", "advantages", "returns", "values")}  # fmt: skip
-        base = self.population._base[0]
-        stacked = self.population.stacked
-        weights = dict(stacked.named_parameters())
-        buffers = dict(stacked.named_buffers())
-        ent_coef = self.ent_coef
+        batch = [getattr(s, name).reshape(-1)[mb] for name in
+                 ("actions", "logprobs", "advantages", "returns", "values")]  # fmt: skip
+        population = self.population
+        if population._plan is not None:  # an MLP: batched products, every member at once
+            with self.autocast():
+                logits, new_values, _ = population(obs)
+            return self.ppo_loss(logits, new_values, *batch)
+        base = population._base[0]
+        weights = dict(population.stacked.named_parameters())
+        buffers = dict(population.stacked.named_buffers())
 
-        def one(p, b, obs, actions, old_logprobs, advantages, returns, old_values):
-            with torch.autocast(self.device.type, self.amp_dtype,
-                                enabled=self.amp_dtype is not None):  # fmt: skip
+        def one(p, b, obs, *batch):
+            with self.autocast():
                 logits, new_values, _ = functional_call(base, (p, b), (obs,))
-            logits, new_values = logits.float(), new_values.float()
-            log_probs = F.log_softmax(logits, dim=1)
-            new_logprob = log_probs.gather(1, actions[:, None])[:, 0]
-            entropy = -(log_probs.exp() * log_probs).sum(1).mean()
-            if args.norm_adv:
-                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            log_ratio = new_logprob - old_logprobs
-            ratio = log_ratio.exp()
-            clipped_ratio = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
-            pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
-            if args.clip_vloss:
-                clipped = old_values + (new_values - old_values).clamp(
-                    -args.clip_coef, args.clip_coef
-                )
-                v_loss = (
-                    0.5 * torch.max((new_values - returns) ** 2, (clipped - returns) ** 2).mean()
-                )
-            else:
-                v_loss = 0.5 * ((new_values - returns) ** 2).mean()
-            loss = pg_loss - ent_coef * entropy + args.vf_coef * v_loss
-            approx_kl = ((ratio - 1) - log_ratio).mean()
-            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
-            return loss, stats
+            return self.ppo_loss(logits, new_values, *batch)
 
-        return vmap(one)(weights, buffers, obs, flat["actions"], flat["logprobs"],
-                         flat["advantages"], flat["returns"], flat["values"])  # fmt: skip
+        return vmap(one)(weights, buffers, obs, *batch)
+
+    def autocast(self):
+        """The update's mixed precision, as the solo run's (``run.amp``)."""
+        return torch.autocast(
+            self.device.type, self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None
+        )
+
+    def ppo_loss(self, logits, new_values, actions, old_logprobs, advantages, returns, old_values):
+        """``ppo.Trainer.loss``'s arithmetic over the samples on the last axis (a member's, or
+        every member's with the member axis first): the loss and its stats."""
+        args = self.args
+        logits, new_values = logits.float(), new_values.float()
+        log_probs = F.log_softmax(logits, dim=-1)
+        new_logprob = log_probs.gather(-1, actions[..., None])[..., 0]
+        entropy = -(log_probs.exp() * log_probs).sum(-1).mean(-1)
+        if args.norm_adv:
+            mean, std = advantages.mean(-1, keepdim=True), advantages.std(-1, keepdim=True)
+            advantages = (advantages - mean) / (std + 1e-8)
+        log_ratio = new_logprob - old_logprobs
+        ratio = log_ratio.exp()
+        clipped_ratio = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+        pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean(-1)
+        if args.clip_vloss:
+            clipped = old_values + (new_values - old_values).clamp(-args.clip_coef, args.clip_coef)
+            v_loss = 0.5 * torch.max((new_values - returns) ** 2, (clipped - returns) ** 2)
+            v_loss = v_loss.mean(-1)
+        else:
+            v_loss = 0.5 * ((new_values - returns) ** 2).mean(-1)
+        loss = pg_loss - self.ent_coef * entropy + args.vf_coef * v_loss
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean(-1)
+            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean(-1)
+        stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac], dim=-1).detach()
+        return loss, stats
 
     def update(self) -> torch.Tensor:
         """Every member's epochs of minibatch steps; returns the mean stats, ``(M, 5)``."""

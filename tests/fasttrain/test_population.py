@@ -127,7 +127,23 @@ def test_recurrent_members_step_and_unroll_as_their_own(core):
         torch.testing.assert_close(seq_values[k], solo_values, **TIGHT)
 
 
-@pytest.mark.parametrize("name", ["snake-cnn", "gru"])
+@pytest.mark.parametrize("name", ["cartpole-mlp", "snake-mlp"])
+def test_an_mlp_runs_as_batched_products_with_vmaps_numbers(name):
+    """An MLP actor-critic takes the batched-product path (no vmap: its per-call cost was most
+    of a small network's step), with the numbers the generic vmap path gives; other networks
+    keep vmap."""
+    population = Population(members(name))
+    assert population._plan is not None
+    obs = observations(name)
+    fast = population(obs)
+    generic = population.call("forward", obs)
+    for a, b in zip(fast[:2], generic[:2], strict=True):
+        torch.testing.assert_close(a, b, **TIGHT)
+    assert Population(members("snake-cnn"))._plan is None
+    assert Population(members("gru"))._plan is None
+
+
+@pytest.mark.parametrize("name", ["snake-cnn", "gru", "snake-mlp", "cartpole-mlp"])
 def test_the_summed_loss_gives_each_member_its_solo_gradient(name):
     nets = members(name)
     population = Population(nets)
