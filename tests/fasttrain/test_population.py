@@ -143,6 +143,20 @@ def test_an_mlp_runs_as_batched_products_with_vmaps_numbers(name):
     assert Population(members("gru"))._plan is None
 
 
+def test_a_large_input_runs_member_by_member_with_the_same_numbers(monkeypatch):
+    from fasttrain import population as module
+
+    population = Population(members("snake-mlp"))
+    obs = observations("snake-mlp")
+    together = population(obs)
+    monkeypatch.setattr(module, "MEMBER_CHUNK_BYTES", 1)  # every input is "large"
+    apart = population(obs)
+    for a, b in zip(together[:2], apart[:2], strict=True):
+        torch.testing.assert_close(a, b, **TIGHT)
+    (apart[0].sum() + apart[1].sum()).backward()  # gradients reach each member's slice
+    assert all(p.grad is not None for p in population.stacked.parameters())
+
+
 @pytest.mark.parametrize("name", ["snake-cnn", "gru", "snake-mlp", "cartpole-mlp"])
 def test_the_summed_loss_gives_each_member_its_solo_gradient(name):
     nets = members(name)
