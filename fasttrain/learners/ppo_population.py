@@ -305,3 +305,64 @@ class PopulationTrainer:
             )
         self.env.stats()  # clears every env's sums
         return out
+
+    # ------------------------------------------------------------------------------ STATE
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue the whole population bit for bit (host copies)."""
+        s = self.storage
+        return {
+            "learner": "ppo-population",
+            "seeds": list(self.seeds),
+            "global_step": self.global_step,
+            "iteration": self.iteration,
+            "weights": {
+                n: t.detach().cpu().clone() for n, t in self.population.stacked.state_dict().items()
+            },  # fmt: skip
+            "optimizer": {
+                k: [t.cpu() for t in v] if isinstance(v, list) else v.cpu()
+                for k, v in self.optimizer.state_dict().items()
+            },
+            "env": self.env.state_dict(),
+            "generators": [g.get_state() for g in self.generators],
+            "next_obs": s.obs[0].cpu().clone(),
+            "next_episode_starts": s.episode_starts[0].cpu().clone(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state_dict()`` output of a population of the same seeds and sizes;
+        one line (``ConfigError``) where it does not fit, before anything changes."""
+        if not isinstance(state, dict) or state.get("learner") != "ppo-population":
+            raise ConfigError("not a PPO population's state")
+        if state.get("seeds") != list(self.seeds):
+            raise ConfigError(
+                f"the state is of seeds {state.get('seeds')}, this population's are "
+                f"{list(self.seeds)}: resume it with the same seeds"
+            )
+        own = self.population.stacked.state_dict()
+        weights = state.get("weights")
+        if not isinstance(weights, dict) or {n: tuple(t.shape) for n, t in weights.items()} != {
+            n: tuple(t.shape) for n, t in own.items()
+        }:
+            raise ConfigError("the state's weights do not fit this population's network")
+        generators = state.get("generators")
+        if not isinstance(generators, list) or len(generators) != self.num_members:
+            raise ConfigError("the state holds no random stream per member")
+        try:
+            self.env.load_state_dict(state["env"])
+            self.optimizer.load_state_dict(
+                {
+                    k: [t.to(self.device) for t in v] if isinstance(v, list) else v.to(self.device)
+                    for k, v in state["optimizer"].items()
+                }  # fmt: skip
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"the state does not fit this population: {exc}") from None
+        with torch.no_grad():
+            for name, tensor in own.items():
+                tensor.copy_(weights[name])
+        for g, saved in zip(self.generators, generators, strict=True):
+            g.set_state(saved)
+        self.global_step, self.iteration = int(state["global_step"]), int(state["iteration"])
+        self.storage.obs[0].copy_(state["next_obs"])
+        self.storage.episode_starts[0].copy_(state["next_episode_starts"])

@@ -100,3 +100,34 @@ def test_bad_seeds_are_refused_in_one_line():
         PopulationTrainer(config(), [1, "2"])
     with pytest.raises(ConfigError, match="empty"):
         PopulationTrainer(config(), [])
+
+
+def test_a_resumed_population_continues_as_the_uninterrupted_one_bit_for_bit():
+    whole = PopulationTrainer(config(), SEEDS)
+    for _ in range(4):
+        whole_rows = whole.iterate()
+    first = PopulationTrainer(config(), SEEDS)
+    for _ in range(2):
+        first.iterate()
+    saved = first.state_dict()
+    resumed = PopulationTrainer(config(), SEEDS)
+    resumed.load_state_dict(saved)
+    for _ in range(2):
+        rows = resumed.iterate()
+    assert rows == whole_rows
+    assert resumed.global_step == whole.global_step
+    for name in ("obs", "actions", "rewards", "advantages"):
+        assert torch.equal(getattr(resumed.storage, name), getattr(whole.storage, name)), name
+    ours, theirs = resumed.population.stacked.state_dict(), whole.population.stacked.state_dict()
+    for name, value in theirs.items():
+        assert torch.equal(ours[name], value), name
+
+
+def test_a_state_of_other_seeds_is_refused_in_one_line_and_changes_nothing():
+    saved = PopulationTrainer(config(), SEEDS).state_dict()
+    other = PopulationTrainer(config(), (3, 8))
+    before = {n: t.clone() for n, t in other.population.stacked.state_dict().items()}
+    with pytest.raises(ConfigError, match=r"seeds \[3, 7\], this population's are \[3, 8\]"):
+        other.load_state_dict(saved)
+    for name, value in other.population.stacked.state_dict().items():
+        assert torch.equal(value, before[name]), name
