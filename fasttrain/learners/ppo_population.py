@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, vmap
@@ -30,6 +31,7 @@ from fasttrain.device import resolve_amp, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import check_seeds
 from fasttrain.learners.base import Timers, check_memory, setup_threads
+from fasttrain.learners.optim import adam
 from fasttrain.learners.rollout import new_rollout
 from fasttrain.population import Population, build_members
 from fasttrain.population_optim import PopulationAdam, population_step
@@ -94,7 +96,9 @@ class PopulationTrainer:
             torch.Generator(device=self.device).manual_seed(distributed.rank_seed(s, 0) % 2**63)
             for s in seeds
         ]
-        self.population = Population(build_members(config, seeds, self.device))
+        members = build_members(config, seeds, self.device)
+        self.template = members[0]  # a solo network, for a member's solo-format state
+        self.population = Population(members)
         self.lrs = torch.full((M,), float(args.learning_rate), dtype=torch.float64)
         self.optimizer = PopulationAdam(self.population, self.lrs, eps=1e-5)
         amp = resolve_amp(run.amp, device, config.model.hidden)
@@ -266,13 +270,14 @@ class PopulationTrainer:
 
     def iterate(self) -> list[dict]:
         """One rollout, advantage pass and update of every member; returns each member's
-        losses (``losses/...`` keys, with its skipped updates so far)."""
+        losses (``losses/...`` keys, with the updates it skipped in this iteration)."""
         self.rollout()
         self.compute_advantages()
+        before = self.optimizer.skipped.clone()
         means = self.update().tolist()  # the one host sync
         self.global_step += self.batch_size  # each member's agent steps
         self.storage.carry_over(self.storage)
-        skipped = self.optimizer.skipped.tolist()
+        skipped = (self.optimizer.skipped - before).tolist()  # this iteration's, as solo
         return [
             {
                 **{f"losses/{n}": v for n, v in zip(LOSS_NAMES, row, strict=True)},
@@ -366,3 +371,121 @@ class PopulationTrainer:
         self.global_step, self.iteration = int(state["global_step"]), int(state["iteration"])
         self.storage.obs[0].copy_(state["next_obs"])
         self.storage.episode_starts[0].copy_(state["next_episode_starts"])
+
+    # ------------------------------------------------------------------ MEMBERS AS SOLO RUNS
+
+    @property
+    def updates_per_iteration(self) -> int:
+        return self.args.update_epochs * self.args.num_minibatches
+
+    def member_state(self, k: int, env_state: dict | None = None) -> dict:
+        """Member ``k``'s state in the solo PPO trainer's checkpoint form (``ppo.Trainer.
+        state_dict``): its weights, its Adam state as ``torch.optim.Adam`` keeps it, its block
+        of the env buffers, its random stream, where its next rollout starts. ``env_state``:
+        ``env.state_dict()``, when the caller read it once for every member."""
+        rows = slice(k * self.n, (k + 1) * self.n)
+        env_state = self.env.state_dict() if env_state is None else env_state
+        s = self.storage
+        return {
+            "learner": "ppo",
+            "global_step": self.global_step,
+            "iteration": self.iteration,
+            "optimizer": self.solo_optimizer_state(k),
+            "env": {name: array[rows].copy() for name, array in env_state.items()},
+            "device": self.device.type,
+            "generator": self.generators[k].get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "model": self.population.member_state_dict(k),
+            "next_obs": s.obs[0][rows].cpu().clone(),
+            "next_episode_starts": s.episode_starts[0][rows].cpu().clone(),
+        }
+
+    def solo_optimizer_state(self, k: int) -> dict:
+        """Member ``k``'s Adam state as the solo run's ``torch.optim.Adam.state_dict()``."""
+        solo = adam(self.template.parameters(), float(self.optimizer.lrs[k]), eps=1e-5)
+        state = solo.state_dict()
+        steps = float(self.optimizer.steps[k])
+        fused = bool(state["param_groups"][0].get("fused"))
+        if steps > 0:
+            for i, (m, v) in enumerate(
+                zip(self.optimizer.exp_avg, self.optimizer.exp_avg_sq, strict=True)
+            ):
+                step = torch.tensor(steps, dtype=torch.float32)
+                state["state"][i] = {
+                    "step": step.to(m.device) if fused else step,
+                    "exp_avg": m[k].detach().clone(),
+                    "exp_avg_sq": v[k].detach().clone(),
+                }
+        return state
+
+    def load_members(self, states: list[dict]) -> None:
+        """Continue from each member's solo-format state (``member_state``), in member order:
+        the population's state put together from them, then ``load_state_dict`` (which checks
+        every shape before anything changes). Members at different iterations are refused."""
+        if len(states) != self.num_members:
+            raise ConfigError(f"{len(states)} member states for {self.num_members} members")
+        steps = {(int(st["global_step"]), int(st["iteration"])) for st in states}
+        if len(steps) != 1:
+            raise ConfigError(
+                "the members' checkpoints are at different steps (a run stopped while saving "
+                "them); resume each member alone with --resume SEED_DIR"
+            )
+        ((global_step, iteration),) = steps
+        try:
+            weights = {
+                name: torch.stack([torch.as_tensor(st["model"][name]) for st in states])
+                for name in self.population.stacked.state_dict()
+            }
+            optimizer = self._population_optimizer(states)
+            env = {
+                name: np.concatenate([st["env"][name] for st in states])
+                for name in self.env.state_dict()
+            }
+            next_obs = torch.cat([torch.as_tensor(st["next_obs"]) for st in states])
+            starts = torch.cat([torch.as_tensor(st["next_episode_starts"]) for st in states])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as exc:
+            raise ConfigError(
+                f"a member's checkpoint does not fit this population: {exc}"
+            ) from None
+        self.load_state_dict(
+            {
+                "learner": "ppo-population",
+                "seeds": list(self.seeds),
+                "global_step": global_step,
+                "iteration": iteration,
+                "weights": weights,
+                "optimizer": optimizer,
+                "env": env,
+                "generators": [st["generator"] for st in states],
+                "next_obs": next_obs,
+                "next_episode_starts": starts,
+            }
+        )
+
+    def _population_optimizer(self, states: list[dict]) -> dict:
+        """The population Adam's state from each member's solo Adam state."""
+        lrs, steps, exp_avg, exp_avg_sq = [], [], [], []
+        shapes = [tuple(p.shape[1:]) for p in self.optimizer.params]
+        for st in states:
+            saved = st["optimizer"]
+            lrs.append(float(saved["param_groups"][0]["lr"]))
+            per_param = saved["state"]
+            if per_param:
+                steps.append(float(per_param[0]["step"]))
+                exp_avg.append(
+                    [torch.as_tensor(per_param[i]["exp_avg"]) for i in range(len(shapes))]
+                )
+                exp_avg_sq.append(
+                    [torch.as_tensor(per_param[i]["exp_avg_sq"]) for i in range(len(shapes))]
+                )
+            else:  # no step taken yet
+                steps.append(0.0)
+                exp_avg.append([torch.zeros(shape) for shape in shapes])
+                exp_avg_sq.append([torch.zeros(shape) for shape in shapes])
+        return {
+            "lrs": torch.tensor(lrs, dtype=torch.float32),
+            "steps": torch.tensor(steps, dtype=torch.float64),
+            "exp_avg": [torch.stack(list(ts)) for ts in zip(*exp_avg, strict=True)],
+            "exp_avg_sq": [torch.stack(list(ts)) for ts in zip(*exp_avg_sq, strict=True)],
+            "skipped": torch.zeros(self.num_members, dtype=torch.int64),
+        }

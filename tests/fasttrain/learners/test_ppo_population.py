@@ -131,3 +131,29 @@ def test_a_state_of_other_seeds_is_refused_in_one_line_and_changes_nothing():
         other.load_state_dict(saved)
     for name, value in other.population.stacked.state_dict().items():
         assert torch.equal(value, before[name]), name
+
+
+def test_a_members_state_resumes_as_its_solo_run_and_the_population_from_its_members():
+    """Member k's solo-format state loads into the solo trainer of seed k (every check of a
+    resume passes: the optimizer in torch Adam's form, the env block), and the population put
+    back together from its members' states continues bit for bit."""
+    population = PopulationTrainer(config(), SEEDS)
+    population.iterate()
+    states = [population.member_state(k) for k in range(len(SEEDS))]
+    for k, seed in enumerate(SEEDS):
+        trainer = solo(seed)
+        trainer.load_state_dict(states[k])
+        weights = population.population.member_state_dict(k)
+        for name, value in trainer.policy.state_dict().items():
+            assert torch.equal(weights[name], value), (k, name)
+        assert trainer.iteration == population.iteration
+        trainer.iterate()  # the resumed member trains on as a solo run
+    again = PopulationTrainer(config(), SEEDS)
+    # fresh states: torch's Adam.load_state_dict keeps the tensors it is given, which the solo
+    # trainers' steps above then changed
+    again.load_members([population.member_state(k) for k in range(len(SEEDS))])
+    expected = population.iterate()
+    assert again.iterate() == expected
+    ours, theirs = again.population.stacked.state_dict(), population.population.stacked.state_dict()
+    for name, value in theirs.items():
+        assert torch.equal(ours[name], value), name
