@@ -115,10 +115,21 @@ def main():
     help="Log lines with every loss and where the time went (log.wide = true), wider than "
     "120 columns.",
 )
-def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, nproc, verbose):
+@click.option(
+    "--seeds",
+    default=None,
+    metavar="LIST",
+    help="Train one PPO member per seed side by side in this process, e.g. 0,1,2 or 0-7: a "
+    "member directory seed-S per seed (see docs/training.md, Populations).",
+)
+def run(
+    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, nproc, verbose, seeds
+):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
     flags = (game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose)
     if nproc > 1:
+        if seeds is not None:
+            raise click.UsageError("--seeds trains its members in one process; drop --nproc")
         _torchrun(nproc, *flags)
     # until the run's own handlers take over at its first iteration, a signal ends the process
     # at once in one line: start-up writes nothing a run would need (and a KeyboardInterrupt
@@ -126,7 +137,7 @@ def run(game, algo, steps, num_envs, device, seed, out, resume, config_file, set
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, startup.exit_now) for s in EXIT_CODES} if main_thread else {}
     try:
-        _run(*flags)
+        _run(*flags, seeds=seeds)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -207,11 +218,20 @@ def run_config(game, algo, steps, num_envs, device, seed, config_file, sets, ver
     return config.with_learner("command line", **learner)
 
 
-def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose):
+def _run(
+    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose, seeds=None
+):
     # torch is imported once the command is known good: a refused one answers at once
+    from fasttrain import population_run
     from fasttrain.ranks import RankStopped, launched
 
     try:
+        if seeds is not None or (resume and population_run.is_population(resume)):
+            _run_population(
+                game, algo, steps, num_envs, device, seed, out, resume, config_file, sets,
+                verbose, seeds,
+            )  # fmt: skip
+            return
         saved = _resumed_config(resume, out) if resume else None
         config = run_config(
             game, algo, steps, num_envs, device, seed, config_file, sets, verbose, saved
@@ -237,6 +257,32 @@ def _run(game, algo, steps, num_envs, device, seed, out, resume, config_file, se
         if not hasattr(exc, "exit_code"):
             click.echo("interrupted", err=True)
         sys.exit(getattr(exc, "exit_code", 130))
+
+
+def _run_population(
+    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose, seeds
+):
+    """``fasttrain run --seeds`` (``fasttrain.population_run``), or ``--resume`` of a
+    population's directory; every refusal one line before any work."""
+    from fasttrain import checkpoint, population_run
+
+    if seed is not None:
+        raise ConfigError("--seeds gives every member its seed; drop --seed")
+    saved = None
+    if resume:
+        if seeds is not None:
+            raise ConfigError("--resume continues its population's own seeds; drop --seeds")
+        if out:
+            raise ConfigError("--resume continues in its own directory; drop --out")
+        first = population_run.member_dir(resume, population_run.saved_seeds(resume)[0])
+        saved = checkpoint.config_table(first, checkpoint.load(first))
+        saved.get("run", {}).pop("seed", None)  # each member's own
+        parsed = ()
+    else:
+        parsed = population_run.parse_seeds(seeds)
+    flags = (game, algo, steps, num_envs, device, None, config_file, sets, verbose)
+    config = run_config(*flags, saved)
+    population_run.run_population(config, parsed, out=out, resume=resume, echo=click.echo)
 
 
 def _resumed_config(resume, out) -> dict:

@@ -1,0 +1,319 @@
+"""``fasttrain run --seeds 0-3``: one process trains one PPO member per seed (issue 53).
+
+The run directory holds ``population.json`` (the seeds, their member directories and, at the
+end, each member's final row with the median and the worst) and one member directory per seed,
+``seed-S/``, each a normal run directory: ``config.toml`` (the run's config with ``run.seed =
+S``), ``metrics.csv``, ``checkpoint.pt`` in the solo run's form, ``summary.json``,
+``curves.png``. So ``fasttrain eval``, ``play`` and ``plot`` read a member directory, and
+``fasttrain run --resume OUT/seed-S`` continues that member alone as a solo run, while
+``fasttrain run --resume OUT`` continues the whole population from its members' checkpoints.
+
+Each member gets the solo run's parts (metrics rows, its NaN guard, its checkpoints) through
+``MemberView``, the face of a solo trainer the parts read. A member stopped by its NaN guard
+stops alone: its last good checkpoint stays, the others go on. The terminal gets one line per
+``log.interval_s`` for the whole population.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+from fasttrain import checkpoint
+from fasttrain.config import Config
+from fasttrain.configfile import CONFIG_HEADER, to_toml
+from fasttrain.errors import ConfigError, RunError
+from fasttrain.parts import Boundary
+from fasttrain.ranks import SINGLE
+from fasttrain.rundir import RunLock, check_writable, write_atomic
+
+POPULATION_FILE = "population.json"
+MAX_MEMBERS = 256
+SEEDS_FORM = "comma-separated seeds and ranges, e.g. 0,1,2 or 0-7"
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``--seeds`` as seeds: ``"0,1,2"``, ``"0-7"``, ``"0-3,10"``; one line otherwise."""
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        low, dash, high = part.partition("-")
+        try:
+            if dash:
+                first, last = int(low), int(high)
+                if last < first:
+                    raise ValueError
+                seeds.extend(range(first, last + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ConfigError(f"--seeds {text!r}: {part!r} is not a seed or a range; "
+                              f"{SEEDS_FORM}") from None  # fmt: skip
+        if len(seeds) > MAX_MEMBERS:
+            raise ConfigError(f"--seeds {text!r}: more than {MAX_MEMBERS} members")
+    for seed in seeds:
+        if not 0 <= seed < 2**64:
+            raise ConfigError(f"--seeds {text!r}: {seed} is not a seed in [0, 2**64)")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ConfigError(f"--seeds {text!r}: seed {twice[0]} twice; each member its own seed")
+    return tuple(seeds)
+
+
+def member_dir(out: Path, seed: int) -> Path:
+    return Path(out) / f"seed-{seed}"
+
+
+def member_config(config: Config, seed: int) -> Config:
+    """The run's config as the member of ``seed`` trains: its own ``run.seed``."""
+    return dataclasses.replace(config, run=dataclasses.replace(config.run, seed=seed))
+
+
+def is_population(folder) -> bool:
+    """True for a population's run directory (``population.json``)."""
+    return (Path(folder) / POPULATION_FILE).is_file()
+
+
+def saved_seeds(folder) -> tuple[int, ...]:
+    """The seeds a population's run directory was made with; one line where it is unreadable."""
+    path = Path(folder) / POPULATION_FILE
+    try:
+        seeds = json.loads(path.read_text())["seeds"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is not a population's file: {exc}") from None
+    if not isinstance(seeds, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in seeds
+    ):
+        raise ConfigError(f"{path}: seeds must be a list of integers")
+    return parse_seeds(",".join(str(s) for s in seeds))
+
+
+class _Env:
+    """Member ``k``'s environments as the parts read them: sizes, and its episode stats."""
+
+    def __init__(self, population, k: int):
+        env = population.env
+        self.num_envs, self.num_agents, self.obs_shape = population.n, 1, env.obs_shape
+        self.sums = {"return": 0.0, "length": 0.0, "score": 0.0, "episodes": 0}
+
+    def add(self, stats: dict) -> None:
+        """An iteration's means of this member's finished episodes, kept as sums."""
+        if stats:
+            count = stats["episodes"]
+            for name in ("return", "length", "score"):
+                self.sums[name] += stats[name] * count
+            self.sums["episodes"] += count
+
+    def stats(self) -> dict:
+        """``VecEnv.stats`` of this member: means since the last call, then clear."""
+        count = self.sums["episodes"]
+        if count == 0:
+            return {}
+        out = {n: self.sums[n] / count for n in ("return", "length", "score")}
+        out["episodes"] = count
+        self.sums = {"return": 0.0, "length": 0.0, "score": 0.0, "episodes": 0}
+        return out
+
+
+@dataclasses.dataclass
+class _Context:
+    updates: int = 0
+    comm_s: float = 0.0
+
+
+class MemberView:
+    """Member ``k`` of a ``PopulationTrainer`` as the runner's parts see a solo trainer."""
+
+    def __init__(self, population, k: int, config: Config):
+        self.population, self.k, self.config = population, k, config
+        self.args = config.learner
+        self.env = _Env(population, k)
+        self.ctx = _Context()
+        self.timers = population.timers
+        self.device = population.device
+        self.num_iterations = population.num_iterations
+        self.steps_per_iteration = population.batch_size
+        self.precision = "bf16" if population.amp_dtype is not None else "fp32"
+        self.env_state: dict | None = None  # the env buffers read once per save, shared
+
+    @property
+    def global_step(self) -> int:
+        return self.population.global_step
+
+    @property
+    def iteration(self) -> int:
+        return self.population.iteration
+
+    @property
+    def learning_rate(self) -> float:
+        return float(self.population.optimizer.lrs[self.k])
+
+    def state_dict(self) -> dict:
+        return self.population.member_state(self.k, self.env_state)
+
+
+def run_population(config: Config, seeds, out=None, resume=None, echo=print) -> dict:
+    """Train one member per seed of ``seeds`` into the population directory ``out`` (or
+    continue the one in ``resume``); returns the population's summary."""
+    from fasttrain import runner
+    from fasttrain.learners.ppo_population import PopulationTrainer, population_problem
+
+    problem = population_problem(config)
+    if problem:
+        raise ConfigError(problem)
+    resuming = resume is not None
+    out = Path(resume if resuming else out or runner.default_out(config))
+    seeds = saved_seeds(out) if resuming else tuple(seeds)
+    check_writable(out)
+    lock = RunLock(out)
+    if out.exists():
+        lock.acquire()  # a live population is refused before any work
+    try:
+        if not resuming and (is_population(out) or (out / checkpoint.FILENAME).exists()):
+            raise ConfigError(
+                f"{out} already holds a run; continue it with --resume {out} or choose "
+                "another --out"
+            )
+        states = None
+        configs = [member_config(config, s) for s in seeds]
+        if resuming:
+            states = []
+            for seed, mc in zip(seeds, configs, strict=True):
+                state = checkpoint.load(member_dir(out, seed))
+                checkpoint.check_identity(state, mc, world=1)
+                states.append(state)
+        trainer = PopulationTrainer(config, seeds)
+        if states is not None:
+            trainer.load_members(states)
+        lock.acquire()  # creates the folder: every check has passed
+        return _train(config, configs, trainer, out, states, echo, runner)
+    finally:
+        lock.release()
+
+
+def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
+    """The population's loop: an iteration, then each live member's parts at its boundary."""
+    seeds = trainer.seeds
+    quiet = dataclasses.replace(config.log, progress=False)
+    views, member_parts = [], []
+    for k, (seed, mc) in enumerate(zip(seeds, configs, strict=True)):
+        folder = member_dir(out, seed)
+        folder.mkdir(exist_ok=True)
+        write_atomic(folder / "config.toml", to_toml(mc, CONFIG_HEADER))
+        view = MemberView(trainer, k, mc)
+        state = states[k] if states is not None else None
+        parts_config = dataclasses.replace(mc, log=quiet)
+        member_parts.append(
+            runner._parts(parts_config, view, folder, state, None, _silent, None, SINGLE)
+        )
+        views.append(view)
+    _write_population(out, seeds, None)
+    echo(
+        f"fasttrain: population of {len(seeds)} (seeds {', '.join(map(str, seeds))}) on "
+        f"{config.game.name} | ppo | {trainer.n} envs x {trainer.args.num_steps} steps each | "
+        f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
+    )
+    live = set(range(len(seeds)))
+    first_step, stopped_by = trainer.global_step, None
+    start = last_line = time.perf_counter()
+    stop = runner.StopSignals(twice_stops_at_once=True)
+    try:
+        with stop:
+            while trainer.iteration < trainer.num_iterations and live:
+                losses = trainer.iterate()
+                for view, stats in zip(views, trainer.member_stats(), strict=True):
+                    view.env.add(stats)
+                    view.ctx.updates += trainer.updates_per_iteration
+                signum = stop.signum
+                last = trainer.iteration == trainer.num_iterations or signum is not None
+                due = trainer.iteration % config.log.csv_every == 0 or last
+                now = time.perf_counter()
+                env_state = trainer.env.state_dict() if _saving(trainer, config, last) else None
+                for k in sorted(live):
+                    views[k].env_state = env_state
+                    boundary = Boundary(views[k], losses[k], now, last, signum, due)
+                    try:
+                        for part in member_parts[k].parts:
+                            if part.after_iteration(boundary):
+                                stopped_by = signum
+                    except RunError as exc:  # this member's NaN guard: it stops alone
+                        live.discard(k)
+                        echo(f"member seed {seeds[k]} stopped: {exc}")
+                if now - last_line >= config.log.interval_s or last or not live:
+                    last_line = now
+                    echo(_line(trainer, member_parts, live, now - start, first_step))
+                if last or stopped_by is not None:
+                    break
+    finally:
+        for parts in member_parts:
+            for part in parts.parts:
+                part.close()
+    summaries = []
+    for k, view in enumerate(views):
+        summary = runner._summary(configs[k], view, member_dir(out, seeds[k]), member_parts[k],
+                                  first_step, stopped_by, None, SINGLE)  # fmt: skip
+        summary["stopped_alone"] = k not in live
+        write_atomic(member_dir(out, seeds[k]) / "summary.json", json.dumps(summary, indent=2))
+        summaries.append(summary)
+    result = _write_population(out, seeds, summaries)
+    if stopped_by is not None:
+        import signal
+
+        name = signal.Signals(stopped_by).name
+        echo(f"\ninterrupted ({name}): every member's checkpoint saved at step "
+             f"{trainer.global_step:,} in {out}")  # fmt: skip
+        raise runner.RunInterrupted(stopped_by)
+    for seed in seeds:
+        runner.pictures(configs[0], member_dir(out, seed), echo)
+    echo(
+        f"done: {len(seeds)} members x {trainer.global_step:,} steps | score median "
+        f"{_fmt(result['median_score'])}, worst {_fmt(result['worst_score'])} | {out}"
+    )
+    return result
+
+
+def _saving(trainer, config, last: bool) -> bool:
+    """Whether the members' checkpoints are written at this boundary (read the env once)."""
+    return last or trainer.iteration % config.run.checkpoint_interval == 0
+
+
+def _silent(*args, **kwargs) -> None:
+    pass
+
+
+def _fmt(value) -> str:
+    return "--" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
+def _line(trainer, member_parts, live, elapsed: float, first_step: int) -> str:
+    """The population's log line: steps, steps/s over every member, the spread of the scores
+    the live members' last metrics rows showed."""
+    scores = [member_parts[k].episodes.means["score"] for k in sorted(live)]
+    scores = [s for s in scores if isinstance(s, (int, float)) and math.isfinite(s)]
+    members = len(member_parts)
+    sps = (trainer.global_step - first_step) * members / max(elapsed, 1e-9)
+    spread = "score --"
+    if scores:
+        spread = (f"score median {statistics.median(scores):.2f} (min {min(scores):.2f}, "
+                  f"max {max(scores):.2f})")  # fmt: skip
+    stopped = members - len(live)
+    return f"step {trainer.global_step:>12,} | {sps:>12,.0f} SPS (all members) | {spread}" + (
+        f" | {stopped} stopped" if stopped else ""
+    )
+
+
+def _write_population(out: Path, seeds, summaries) -> dict:
+    """``population.json``: the seeds and member directories; at the end each member's
+    final row, and the median and worst final score."""
+    result: dict = {"seeds": list(seeds), "members": [f"seed-{s}" for s in seeds]}
+    if summaries is not None:
+        scores = [s["score"] for s in summaries if isinstance(s.get("score"), (int, float))]
+        result["median_score"] = statistics.median(scores) if scores else None
+        result["worst_score"] = min(scores) if scores else None
+        result["member_rows"] = summaries
+    write_atomic(Path(out) / POPULATION_FILE, json.dumps(result, indent=2) + "\n")
+    return result
