@@ -8,7 +8,7 @@ weights bit for bit), and ``Population`` holds their weights stacked along a lea
 runs every member's forward in one batched call (``torch.func.functional_call`` under
 ``torch.func.vmap``). Member ``k``'s slice gets exactly the gradient its solo network would.
 
-A building block: ``fasttrain run`` does not use it yet.
+``fasttrain run --seeds`` trains with it (``learners/ppo_population.py``).
 """
 
 from __future__ import annotations

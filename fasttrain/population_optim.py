@@ -12,7 +12,7 @@ member's gradient is its own), clips each member's gradient to its own global no
 the members whose loss and gradient are finite while the others keep their weights and state:
 all tensor ops over the stacked parameters, no loop over members and no host sync.
 
-A building block: ``fasttrain run`` does not use it yet.
+``fasttrain run --seeds`` trains with it (``learners/ppo_population.py``).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ and makes the same update as the solo run with ``run.seed = seeds[k]``, up to th
 rounding of batched matrix products (checked in ``tests/fasttrain/learners/
 test_ppo_population.py``).
 
-A building block: feed-forward PPO on single-agent games, with shared settings; ``fasttrain
-run --seeds`` does not use it yet (member directories, resume, ``--vary`` are to come).
+Feed-forward PPO on single-agent games, every member with the same settings;
+``fasttrain/population_run.py`` gives it its run directory (``fasttrain run --seeds``).
 """
 
 from __future__ import annotations

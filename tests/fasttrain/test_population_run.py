@@ -1,0 +1,140 @@
+"""``fasttrain run --seeds`` (``fasttrain/population_run.py``): a population's run directory,
+its members' directories as normal runs, its exact resume, a member stopped alone, and one-line
+refusals."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+from fasttrain import checkpoint
+from fasttrain.errors import ConfigError
+from fasttrain.learners.ppo_population import PopulationTrainer
+from fasttrain.population_run import parse_seeds, run_population
+from tests.cli import cli_in_process
+from tests.conftest import small_snake
+
+TINY = [
+    "--set", "game.snake.height=6", "--set", "game.snake.width=6",
+    "--set", "game.snake.ppo.num_envs=16", "--set", "game.snake.ppo.num_steps=8",
+    "--set", "model.hidden=16", "--set", "log.progress=false", "--set", "run.compile=off",
+    "--set", "run.amp=off",
+]  # fmt: skip
+
+
+def rows(folder):
+    with open(folder / "metrics.csv") as f:
+        return [
+            {k: v for k, v in row.items() if not k.startswith("time") and k != "sps"}
+            for row in csv.DictReader(f)
+        ]
+
+
+def test_parse_seeds_reads_lists_and_ranges_and_refuses_the_rest_in_one_line():
+    assert parse_seeds("0,1,2") == (0, 1, 2)
+    assert parse_seeds("0-3, 10") == (0, 1, 2, 3, 10)
+    for text, words in [
+        ("1,x", "'x' is not a seed or a range"),
+        ("3-1", "'3-1' is not a seed or a range"),
+        ("-2", "'-2' is not a seed or a range"),
+        ("1,2,1", "seed 1 twice"),
+        ("0-999", "more than 256 members"),
+        ("", "'' is not a seed"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            parse_seeds(text)
+
+
+def test_a_population_writes_one_normal_run_directory_per_member(tmp_path):
+    out = tmp_path / "pop"
+    result = cli_in_process("run", "--seeds", "3,7", "--steps", "400", "--out", str(out), *TINY)
+    assert result.returncode == 0, result.stderr
+    assert "population of 2 (seeds 3, 7)" in result.stdout
+    population = json.loads((out / "population.json").read_text())
+    assert population["seeds"] == [3, 7] and population["members"] == ["seed-3", "seed-7"]
+    assert population["worst_score"] <= population["median_score"]
+    for seed in (3, 7):
+        folder = out / f"seed-{seed}"
+        state = checkpoint.load(folder)
+        config = checkpoint.saved_config(folder, state)
+        assert config.run.seed == seed and state["learner"] == "ppo"
+        assert int(rows(folder)[-1]["global_step"]) == state["global_step"] == 384
+        assert json.loads((folder / "summary.json").read_text())["global_step"] == 384
+    # a member directory is a normal run: eval reads it, --resume continues it alone
+    evaluated = cli_in_process("eval", "--run", str(out / "seed-7"), "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr
+    alone = cli_in_process("run", "--resume", str(out / "seed-3"), "--steps", "600")
+    assert alone.returncode == 0, alone.stderr
+    assert int(rows(out / "seed-3")[-1]["global_step"]) == 512
+
+
+def test_a_resumed_population_continues_as_the_uninterrupted_one_bit_for_bit(tmp_path):
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    # a constant rate: an annealed one depends on the planned total, which --steps changes
+    args = ("--seeds", "1-2", *TINY, "--set", "game.snake.ppo.anneal_lr=false")
+    assert cli_in_process("run", *args, "--steps", "600", "--out", str(whole)).returncode == 0
+    assert cli_in_process("run", *args, "--steps", "300", "--out", str(part)).returncode == 0
+    resumed = cli_in_process("run", "--resume", str(part), "--steps", "600")
+    assert resumed.returncode == 0, resumed.stderr
+    for seed in (1, 2):
+        assert rows(part / f"seed-{seed}") == rows(whole / f"seed-{seed}")
+        a = checkpoint.load(part / f"seed-{seed}")["model"]
+        b = checkpoint.load(whole / f"seed-{seed}")["model"]
+        for name, value in b.items():
+            assert torch.equal(torch.as_tensor(a[name]), torch.as_tensor(value)), name
+
+
+def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
+    tmp_path, monkeypatch
+):
+    """Member 1's weights turn NaN after two iterations: its NaN guard stops it alone (its
+    checkpoint of iteration 2 kept), the other member trains to the end."""
+    real = PopulationTrainer.iterate
+
+    def iterate(self):
+        if self.iteration == 2:
+            with torch.no_grad():
+                for p in self.population.stacked.parameters():
+                    p[1].fill_(float("nan"))
+        return real(self)
+
+    monkeypatch.setattr(PopulationTrainer, "iterate", iterate)
+    config = small_snake(
+        run={"amp": "off", "checkpoint_interval": 1, "nan_patience": 2},
+        game={"snake": {"ppo": {"total_timesteps": 1024}}},
+    )
+    lines = []
+    run_population(config, (4, 5), out=tmp_path / "pop", echo=lines.append)
+    assert any("member seed 5 stopped:" in line for line in lines), lines
+    kept = checkpoint.load(tmp_path / "pop" / "seed-5")
+    assert kept["iteration"] == 2
+    assert checkpoint.load(tmp_path / "pop" / "seed-4")["global_step"] == 1024
+    summary = json.loads((tmp_path / "pop" / "seed-5" / "summary.json").read_text())
+    assert summary["stopped_alone"] is True
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--seeds", "0-1", "--seed", "3"], "--seeds gives every member its seed; drop --seed"),
+        (["--seeds", "0-1", "--set", "game.snake.ppo.overlap=true"], "ppo.overlap = false"),
+        (["--seeds", "0,zero"], "'zero' is not a seed or a range"),
+        (["--seeds", "0-1", "--nproc", "2"], "--seeds trains its members in one process"),
+    ],
+)
+def test_bad_population_commands_get_one_line_before_any_work(tmp_path, args, words):
+    out = tmp_path / "pop"
+    result = cli_in_process("run", *args, "--out", str(out), *TINY)
+    assert result.returncode != 0 and words in result.stderr, result.stderr
+    assert not out.exists()
+
+
+def test_an_occupied_directory_and_a_resume_with_other_seeds_are_refused(tmp_path):
+    out = tmp_path / "pop"
+    assert cli_in_process("run", "--seeds", "0-1", "--steps", "200", "--out", str(out),
+                          *TINY).returncode == 0  # fmt: skip
+    again = cli_in_process("run", "--seeds", "0-1", "--out", str(out), *TINY)
+    assert "already holds a run; continue it with --resume" in again.stderr
+    other = cli_in_process("run", "--resume", str(out), "--seeds", "2")
+    assert "continues its population's own seeds; drop --seeds" in other.stderr
