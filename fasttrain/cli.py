@@ -264,7 +264,7 @@ def _run_population(
 ):
     """``fasttrain run --seeds`` (``fasttrain.population_run``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
-    from fasttrain import checkpoint, population_run
+    from fasttrain import population_run
 
     if seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
@@ -274,6 +274,8 @@ def _run_population(
             raise ConfigError("--resume continues its population's own seeds; drop --seeds")
         if out:
             raise ConfigError("--resume continues in its own directory; drop --out")
+        from fasttrain import checkpoint
+
         first = population_run.member_dir(resume, population_run.saved_seeds(resume)[0])
         saved = checkpoint.config_table(first, checkpoint.load(first))
         saved.get("run", {}).pop("seed", None)  # each member's own

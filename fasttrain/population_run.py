@@ -23,13 +23,14 @@ import statistics
 import time
 from pathlib import Path
 
-from fasttrain import checkpoint
 from fasttrain.config import Config
 from fasttrain.configfile import CONFIG_HEADER, to_toml
 from fasttrain.errors import ConfigError, RunError
-from fasttrain.parts import Boundary
 from fasttrain.ranks import SINGLE
 from fasttrain.rundir import RunLock, check_writable, write_atomic
+
+# torch-free at import (``fasttrain run`` refuses bad input before torch loads): checkpoint,
+# parts and the trainer are imported where a population runs
 
 POPULATION_FILE = "population.json"
 MAX_MEMBERS = 256
@@ -159,7 +160,7 @@ class MemberView:
 def run_population(config: Config, seeds, out=None, resume=None, echo=print) -> dict:
     """Train one member per seed of ``seeds`` into the population directory ``out`` (or
     continue the one in ``resume``); returns the population's summary."""
-    from fasttrain import runner
+    from fasttrain import checkpoint, runner
     from fasttrain.learners.ppo_population import PopulationTrainer, population_problem
 
     problem = population_problem(config)
@@ -197,6 +198,8 @@ def run_population(config: Config, seeds, out=None, resume=None, echo=print) -> 
 
 def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
     """The population's loop: an iteration, then each live member's parts at its boundary."""
+    from fasttrain.parts import Boundary
+
     seeds = trainer.seeds
     quiet = dataclasses.replace(config.log, progress=False)
     views, member_parts = [], []
