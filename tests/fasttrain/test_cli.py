@@ -28,6 +28,7 @@ REFUSALS = {
     "choice": (["run", "--device", "tpu"], "Error: run.device must be one of auto, cpu, cuda"),
     "param": (["run", "--set", "game.snake.nope=1"], "Error: [game.snake]: "),
     "file": (["run", "--config", "/nonexistent.toml"], "Error: config file not found"),
+    "seeds": (["run", "--seeds", "1,x"], "Error: --seeds '1,x': 'x' is not a seed or a range"),
 }
 
 
