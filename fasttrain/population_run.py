@@ -260,7 +260,9 @@ def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
         summary = runner._summary(configs[k], view, member_dir(out, seeds[k]), member_parts[k],
                                   first_step, stopped_by, None, SINGLE)  # fmt: skip
         summary["stopped_alone"] = k not in live
-        write_atomic(member_dir(out, seeds[k]) / "summary.json", json.dumps(summary, indent=2))
+        write_atomic(
+            member_dir(out, seeds[k]) / "summary.json", json.dumps(summary, indent=2) + "\n"
+        )
         summaries.append(summary)
     result = _write_population(out, seeds, summaries)
     if stopped_by is not None:
@@ -270,6 +272,10 @@ def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
         echo(f"\ninterrupted ({name}): every member's checkpoint saved at step "
              f"{trainer.global_step:,} in {out}")  # fmt: skip
         raise runner.RunInterrupted(stopped_by)
+    if not live:
+        raise RunError(
+            f"every member stopped on non-finite updates; their last good checkpoints are in {out}"
+        )
     for seed in seeds:
         runner.pictures(configs[0], member_dir(out, seed), echo)
     echo(

@@ -114,6 +114,23 @@ def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
     assert summary["stopped_alone"] is True
 
 
+def test_a_population_whose_every_member_stopped_ends_in_one_error(tmp_path, monkeypatch):
+    from fasttrain.errors import RunError
+
+    real = PopulationTrainer.iterate
+
+    def iterate(self):
+        with torch.no_grad():
+            for p in self.population.stacked.parameters():
+                p.fill_(float("nan"))
+        return real(self)
+
+    monkeypatch.setattr(PopulationTrainer, "iterate", iterate)
+    config = small_snake(run={"amp": "off", "nan_patience": 2})
+    with pytest.raises(RunError, match="every member stopped on non-finite updates"):
+        run_population(config, (0, 1), out=tmp_path / "pop", echo=lambda *_: None)
+
+
 @pytest.mark.parametrize(
     "args, words",
     [
