@@ -138,13 +138,11 @@ def member_grad_norms(optimizer: PopulationAdam) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(norms, dim=1), 2, dim=1)
 
 
-def population_step(
-    optimizer: PopulationAdam, losses: torch.Tensor, max_grad_norm: float
-) -> torch.Tensor:
+def population_step(optimizer: PopulationAdam, losses: torch.Tensor, max_grad_norm) -> torch.Tensor:
     """Zero the gradients, backpropagate ``losses`` (M,) summed, clip each member's gradient
-    to ``max_grad_norm`` by its own norm and step; a member whose loss or gradient is not
-    finite is skipped alone (its weights and state unchanged, counted in
-    ``optimizer.skipped``). Returns which members stepped, (M,) bool."""
+    to ``max_grad_norm`` (one float, or one per member, (M,)) by its own norm and step; a
+    member whose loss or gradient is not finite is skipped alone (its weights and state
+    unchanged, counted in ``optimizer.skipped``). Returns which members stepped, (M,) bool."""
     if losses.shape != (optimizer.num_members,):
         raise ValueError(
             f"losses need shape ({optimizer.num_members},), one per member, "

@@ -60,12 +60,45 @@ def population_problem(config) -> str | None:
     return None
 
 
+# the settings members may differ in: learner scalars that change no buffer, network or kernel
+VARIABLE = ("learning_rate", "ent_coef", "vf_coef", "clip_coef", "max_grad_norm")
+
+
+def variants_problem(config, member_configs) -> str | None:
+    """None where every member config differs from ``config`` only in its seed and in
+    ``VARIABLE`` learner settings, else the first other difference (one line)."""
+    import dataclasses
+
+    def settings(c):
+        out = {f"run.{k}": v for k, v in dataclasses.asdict(c.run).items() if k != "seed"}
+        out.update({f"model.{k}": v for k, v in dataclasses.asdict(c.model).items()})
+        out.update({f"game.{c.game.name}.{k}": v for k, v in vars(c.params).items()})
+        algo = c.run.algo
+        learner = dataclasses.asdict(c.learner)
+        out.update({f"{algo}.{k}": v for k, v in learner.items() if k not in VARIABLE})
+        out["game"] = c.game.name
+        return out
+
+    base = settings(config)
+    for member in member_configs:
+        theirs = settings(member)
+        for key in sorted(set(base) | set(theirs)):
+            if base.get(key) != theirs.get(key):
+                allowed = ", ".join(f"{config.run.algo}.{k}" for k in VARIABLE)
+                return f"members differ in {key}: a population's members may vary only {allowed}"
+    return None
+
+
 class PopulationTrainer:
     """``len(seeds)`` PPO members trained side by side; ``iterate()`` returns each member's
     losses, ``member_stats()`` each member's episode means."""
 
-    def __init__(self, config, seeds):
+    def __init__(self, config, seeds, member_configs=None):
         problem = population_problem(config)
+        if problem:
+            raise ConfigError(problem)
+        member_configs = list(member_configs or [config] * len(list(seeds)))
+        problem = variants_problem(config, member_configs)
         if problem:
             raise ConfigError(problem)
         try:
@@ -99,8 +132,22 @@ class PopulationTrainer:
         members = build_members(config, seeds, self.device)
         self.template = members[0]  # a solo network, for a member's solo-format state
         self.population = Population(members)
-        self.lrs = torch.full((M,), float(args.learning_rate), dtype=torch.float64)
+        if len(member_configs) != M:
+            raise ConfigError(f"{len(member_configs)} member configs for {M} seeds")
+        self.member_args = [mc.learner for mc in member_configs]
+
+        def each(name, dtype=torch.float32):  # a setting per member, (M,)
+            values = [float(getattr(a, name)) for a in self.member_args]
+            return torch.tensor(values, dtype=dtype, device=self.device)
+
+        self.lrs = each("learning_rate", torch.float64).cpu()
         self.optimizer = PopulationAdam(self.population, self.lrs, eps=1e-5)
+        clip = each("clip_coef", torch.float64)  # the ratio's bounds as a float's, in float64
+        self.clip = clip.float()
+        self.ratio_low, self.ratio_high = (1 - clip).float(), (1 + clip).float()
+        self.vf_coef = each("vf_coef")
+        self.max_grad_norm = each("max_grad_norm")
+        self.ent_coefs = each("ent_coef")  # the schedule's start, per member
         amp = resolve_amp(run.amp, device, config.model.hidden)
         self.amp_dtype = {"bf16": torch.bfloat16}.get(amp)
         self.batch_size = args.num_envs * args.num_steps  # per member
@@ -111,7 +158,7 @@ class PopulationTrainer:
                      f"the population's rollout storage ({M} members)", self.device)  # fmt: skip
         self.storage = new_rollout(env, args, self.rows, None, self.device, device.backend)
         self.storage.obs[0].copy_(env.obs)
-        self.ent_coef = torch.tensor(float(args.ent_coef), device=self.device)
+        self.ent_coef = self.ent_coefs.clone()  # annealed in place (ppo.anneal_ent)
         self.iteration, self.global_step = 0, 0
         self.timers = Timers()
 
@@ -196,21 +243,23 @@ class PopulationTrainer:
         obs = s.obs[:-1].reshape(-1, *self.env.obs_shape)[mb]  # (M, B, *obs_shape)
         batch = [getattr(s, name).reshape(-1)[mb] for name in
                  ("actions", "logprobs", "advantages", "returns", "values")]  # fmt: skip
+        coefs = (self.clip, self.ratio_low, self.ratio_high, self.ent_coef, self.vf_coef)
         population = self.population
         if population._plan is not None:  # an MLP: batched products, every member at once
             with self.autocast():
                 logits, new_values, _ = population(obs)
-            return self.ppo_loss(logits, new_values, *batch)
+            per_sample = [c[:, None] for c in coefs[:3]]  # against (M, B) samples
+            return self.ppo_loss(logits, new_values, *batch, *per_sample, *coefs[3:])
         base = population._base[0]
         weights = dict(population.stacked.named_parameters())
         buffers = dict(population.stacked.named_buffers())
 
-        def one(p, b, obs, *batch):
+        def one(p, b, obs, *rest):
             with self.autocast():
                 logits, new_values, _ = functional_call(base, (p, b), (obs,))
-            return self.ppo_loss(logits, new_values, *batch)
+            return self.ppo_loss(logits, new_values, *rest)
 
-        return vmap(one)(weights, buffers, obs, *batch)
+        return vmap(one)(weights, buffers, obs, *batch, *coefs)
 
     def autocast(self):
         """The update's mixed precision, as the solo run's (``run.amp``)."""
@@ -218,9 +267,24 @@ class PopulationTrainer:
             self.device.type, self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None
         )
 
-    def ppo_loss(self, logits, new_values, actions, old_logprobs, advantages, returns, old_values):
+    def ppo_loss(
+        self,
+        logits,
+        new_values,
+        actions,
+        old_logprobs,
+        advantages,
+        returns,
+        old_values,
+        clip,
+        ratio_low,
+        ratio_high,
+        ent_coef,
+        vf_coef,
+    ):
         """``ppo.Trainer.loss``'s arithmetic over the samples on the last axis (a member's, or
-        every member's with the member axis first): the loss and its stats."""
+        every member's with the member axis first), with each member's coefficients (the clip
+        range and its ratio bounds shaped against the samples): the loss and its stats."""
         args = self.args
         logits, new_values = logits.float(), new_values.float()
         log_probs = F.log_softmax(logits, dim=-1)
@@ -231,18 +295,18 @@ class PopulationTrainer:
             advantages = (advantages - mean) / (std + 1e-8)
         log_ratio = new_logprob - old_logprobs
         ratio = log_ratio.exp()
-        clipped_ratio = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+        clipped_ratio = torch.clamp(ratio, ratio_low, ratio_high)
         pg_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean(-1)
         if args.clip_vloss:
-            clipped = old_values + (new_values - old_values).clamp(-args.clip_coef, args.clip_coef)
+            clipped = old_values + torch.clamp(new_values - old_values, -clip, clip)
             v_loss = 0.5 * torch.max((new_values - returns) ** 2, (clipped - returns) ** 2)
             v_loss = v_loss.mean(-1)
         else:
             v_loss = 0.5 * ((new_values - returns) ** 2).mean(-1)
-        loss = pg_loss - self.ent_coef * entropy + args.vf_coef * v_loss
+        loss = pg_loss - ent_coef * entropy + vf_coef * v_loss
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean(-1)
-            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean(-1)
+            clipfrac = ((ratio - 1).abs() > clip).float().mean(-1)
         stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac], dim=-1).detach()
         return loss, stats
 
@@ -254,14 +318,14 @@ class PopulationTrainer:
         if args.anneal_lr:
             self.optimizer.set_learning_rates(frac * self.lrs)
         if args.anneal_ent:
-            self.ent_coef.fill_(frac * args.ent_coef)
+            self.ent_coef.copy_(frac * self.ent_coefs)
         totals = torch.zeros(self.num_members, len(LOSS_NAMES), device=self.device)
         updates = 0
         for _epoch in range(args.update_epochs):
             order = self.minibatch_orders()
             for start in range(0, self.batch_size, self.minibatch_size):
                 losses, stats = self.losses(order[:, start : start + self.minibatch_size])
-                population_step(self.optimizer, losses, args.max_grad_norm)
+                population_step(self.optimizer, losses, self.max_grad_norm)
                 totals += stats
                 updates += 1
         self.iteration += 1

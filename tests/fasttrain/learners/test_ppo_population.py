@@ -157,3 +157,35 @@ def test_a_members_state_resumes_as_its_solo_run_and_the_population_from_its_mem
     ours, theirs = again.population.stacked.state_dict(), population.population.stacked.state_dict()
     for name, value in theirs.items():
         assert torch.equal(ours[name], value), name
+
+
+def test_members_with_their_own_settings_train_as_their_solo_runs():
+    """Members may differ in learner scalars (here the learning rate and the clip range): each
+    gets its own, read back from the optimizer and its solo-form state, and trains as the solo
+    run with its config; nothing else differs."""
+    lr = {"game": {"snake": {"ppo": {"learning_rate": 0.01, "clip_coef": 0.1}}}}
+    configs = [config(3), config(3, **lr)]
+    population = PopulationTrainer(config(), (3, 3), configs)
+    assert population.optimizer.lrs.tolist() == pytest.approx([configs[0].learner.learning_rate,
+                                                               0.01])  # fmt: skip
+    solos = [Trainer(c, warn=lambda *_: None) for c in configs]
+    rows = population.iterate()
+    for k, trainer in enumerate(solos):
+        losses = trainer.iterate()
+        mine = block(population.storage.actions, k, population.n)
+        assert torch.equal(mine, trainer.storage.actions), k
+        for name in LOSS_NAMES:
+            key = f"losses/{name}"
+            assert rows[k][key] == pytest.approx(losses[key], rel=1e-4, abs=1e-6), (k, key)
+        weights = population.population.member_state_dict(k)
+        for name, value in trainer.policy.state_dict().items():
+            torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6)
+        group = population.member_state(k)["optimizer"]["param_groups"][0]
+        assert group["lr"] == pytest.approx(trainer.learning_rate)
+
+
+def test_members_that_differ_in_a_shared_setting_are_refused_in_one_line():
+    other = config(3, game={"snake": {"ppo": {"gamma": 0.9}}})
+    with pytest.raises(ConfigError, match=r"members differ in ppo.gamma: a population's members "
+                                          r"may vary only ppo.learning_rate"):  # fmt: skip
+        PopulationTrainer(config(), (3, 4), [config(3), other])
