@@ -7,6 +7,7 @@ from fasttrain import startup
 if __name__ == "__main__":  # `python -m fasttrain.cli`: one line, not a traceback, on a Ctrl-C
     startup.take()  # while click and fasttrain.bench import below
 
+import dataclasses  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
@@ -122,11 +123,34 @@ def main():
     help="Train one PPO member per seed side by side in this process, e.g. 0,1,2 or 0-7: a "
     "member directory seed-S per seed (see docs/training.md, Populations).",
 )
+@click.option(
+    "--vary",
+    multiple=True,
+    metavar="KEY=V1,V2",
+    help="With --seeds: one member per seed and value (a grid over every --vary), e.g. "
+    "--vary ppo.learning_rate=1e-3,3e-4 (learning_rate, ent_coef, vf_coef, clip_coef, "
+    "max_grad_norm).",
+)
 def run(
-    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, nproc, verbose, seeds
+    game,
+    algo,
+    steps,
+    num_envs,
+    device,
+    seed,
+    out,
+    resume,
+    config_file,
+    sets,
+    nproc,
+    verbose,
+    seeds,
+    vary,
 ):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
     flags = (game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose)
+    if vary and seeds is None:
+        raise click.UsageError("--vary needs --seeds: the members are every seed x value")
     if nproc > 1:
         if seeds is not None:
             raise click.UsageError("--seeds trains its members in one process; drop --nproc")
@@ -137,7 +161,7 @@ def run(
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, startup.exit_now) for s in EXIT_CODES} if main_thread else {}
     try:
-        _run(*flags, seeds=seeds)
+        _run(*flags, seeds=seeds, vary=vary)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -219,7 +243,19 @@ def run_config(game, algo, steps, num_envs, device, seed, config_file, sets, ver
 
 
 def _run(
-    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose, seeds=None
+    game,
+    algo,
+    steps,
+    num_envs,
+    device,
+    seed,
+    out,
+    resume,
+    config_file,
+    sets,
+    verbose,
+    seeds=None,
+    vary=(),
 ):
     # torch is imported once the command is known good: a refused one answers at once
     from fasttrain import population_run
@@ -229,7 +265,7 @@ def _run(
         if seeds is not None or (resume and population_run.is_population(resume)):
             _run_population(
                 game, algo, steps, num_envs, device, seed, out, resume, config_file, sets,
-                verbose, seeds,
+                verbose, seeds, vary,
             )  # fmt: skip
             return
         saved = _resumed_config(resume, out) if resume else None
@@ -260,7 +296,7 @@ def _run(
 
 
 def _run_population(
-    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose, seeds
+    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose, seeds, vary
 ):
     """``fasttrain run --seeds`` (``fasttrain.population_run``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
@@ -268,23 +304,29 @@ def _run_population(
 
     if seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
-    saved = None
     if resume:
-        if seeds is not None:
-            raise ConfigError("--resume continues its population's own seeds; drop --seeds")
+        if seeds is not None or vary:
+            raise ConfigError("--resume continues its population's own members; drop --seeds")
         if out:
             raise ConfigError("--resume continues in its own directory; drop --out")
         from fasttrain import checkpoint
 
-        first = population_run.member_dir(resume, population_run.saved_seeds(resume)[0])
+        first = population_run.member_dir(resume, population_run.saved_members(resume)[0])
         saved = checkpoint.config_table(first, checkpoint.load(first))
-        saved.get("run", {}).pop("seed", None)  # each member's own
-        parsed = ()
-    else:
-        parsed = population_run.parse_seeds(seeds)
+        flags = (game, algo, steps, num_envs, device, None, config_file, sets, verbose)
+        config = run_config(*flags, saved)
+        population_run.run_population(config, (), resume=resume, echo=click.echo)
+        return
+    plan = population_run.plan_members(
+        population_run.parse_seeds(seeds), population_run.parse_vary(vary)
+    )
     flags = (game, algo, steps, num_envs, device, None, config_file, sets, verbose)
-    config = run_config(*flags, saved)
-    population_run.run_population(config, parsed, out=out, resume=resume, echo=click.echo)
+    config = run_config(*flags)
+    members = []
+    for m in plan:
+        member = (game, algo, steps, num_envs, device, m.seed, config_file, (*sets, *m.sets))
+        members.append(dataclasses.replace(m, config=run_config(*member, verbose)))
+    population_run.run_population(config, members, out=out, echo=click.echo)
 
 
 def _resumed_config(resume, out) -> dict:

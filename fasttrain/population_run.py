@@ -65,8 +65,58 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def member_dir(out: Path, seed: int) -> Path:
-    return Path(out) / f"seed-{seed}"
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One member of a population: its directory's name, its seed and the ``--set`` items of
+    its variant (``--vary``), its config where known."""
+
+    name: str
+    seed: int
+    sets: tuple[str, ...] = ()
+    config: Config | None = dataclasses.field(default=None, compare=False)
+
+
+def parse_vary(items) -> list[tuple[str, tuple[str, ...]]]:
+    """``--vary KEY=V1,V2`` items as ``(key, values)``; the key one of the settings members may
+    vary (``learners.ppo_population.VARIABLE``), one line otherwise."""
+    from fasttrain.learners.ppo_population import VARIABLE
+
+    allowed = ", ".join(f"ppo.{k}" for k in VARIABLE)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for item in items:
+        key, eq, values = str(item).partition("=")
+        key = key.strip()
+        section, _, name = key.rpartition(".")
+        if not eq or section != "ppo" or name not in VARIABLE:
+            raise ConfigError(f"--vary {item!r}: vary one of {allowed} as KEY=V1,V2,...")
+        parts = tuple(v.strip() for v in values.split(","))
+        if not all(parts) or len(set(parts)) != len(parts):
+            raise ConfigError(f"--vary {item!r}: give distinct values, comma-separated")
+        if any(k == key for k, _ in out):
+            raise ConfigError(f"--vary {key} given twice; list its values once")
+        out.append((key, parts))
+    return out
+
+
+def plan_members(seeds, vary=()) -> list[Member]:
+    """Every seed with every combination of the ``vary`` values (a grid), seed first; a plain
+    population's members are named ``seed-S``, a variant's ``seed-S-<name>-<value>...``."""
+    import itertools
+
+    combos = list(itertools.product(*[[(k, v) for v in values] for k, values in vary]))
+    members = []
+    for seed in seeds:
+        for combo in combos:
+            sets = tuple(f"{k}={v}" for k, v in combo)
+            label = "".join(f"-{k.rpartition('.')[2]}-{v}" for k, v in combo)
+            members.append(Member(f"seed-{seed}{label}", seed, sets))
+    if len(members) > MAX_MEMBERS:
+        raise ConfigError(f"{len(members)} members (seeds x variants): at most {MAX_MEMBERS}")
+    return members
+
+
+def member_dir(out: Path, member) -> Path:
+    return Path(out) / (member.name if isinstance(member, Member) else f"seed-{member}")
 
 
 def member_config(config: Config, seed: int) -> Config:
@@ -79,18 +129,24 @@ def is_population(folder) -> bool:
     return (Path(folder) / POPULATION_FILE).is_file()
 
 
-def saved_seeds(folder) -> tuple[int, ...]:
-    """The seeds a population's run directory was made with; one line where it is unreadable."""
+def saved_members(folder) -> list[Member]:
+    """The members a population's run directory was made with; one line where unreadable."""
     path = Path(folder) / POPULATION_FILE
     try:
-        seeds = json.loads(path.read_text())["seeds"]
+        entries = json.loads(path.read_text())["members"]
+        members = [Member(str(e["dir"]), int(e["seed"]), tuple(map(str, e["sets"])))
+                   for e in entries]  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path} is not a population's file: {exc}") from None
-    if not isinstance(seeds, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in seeds
-    ):
-        raise ConfigError(f"{path}: seeds must be a list of integers")
-    return parse_seeds(",".join(str(s) for s in seeds))
+    for m in members:
+        if not m.name or "/" in m.name or "\\" in m.name or m.name.startswith("."):
+            raise ConfigError(f"{path}: {m.name!r} is not a member directory's name")
+    if not members or len({m.name for m in members}) != len(members):
+        raise ConfigError(f"{path}: the members must be named, each once")
+    for m in members:
+        if not 0 <= m.seed < 2**64:
+            raise ConfigError(f"{path}: {m.seed} is not a seed in [0, 2**64)")
+    return members
 
 
 class _Env:
@@ -157,9 +213,11 @@ class MemberView:
         return self.population.member_state(self.k, self.env_state)
 
 
-def run_population(config: Config, seeds, out=None, resume=None, echo=print) -> dict:
-    """Train one member per seed of ``seeds`` into the population directory ``out`` (or
-    continue the one in ``resume``); returns the population's summary."""
+def run_population(config: Config, members, out=None, resume=None, echo=print) -> dict:
+    """Train ``members`` (``Member``s with their configs) into the population directory
+    ``out``, or continue the population in ``resume`` (its members read from its
+    ``population.json``, their configs from their checkpoints, with ``config``'s total steps);
+    returns the population's summary."""
     from fasttrain import checkpoint, runner
     from fasttrain.learners.ppo_population import PopulationTrainer, population_problem
 
@@ -168,7 +226,7 @@ def run_population(config: Config, seeds, out=None, resume=None, echo=print) -> 
         raise ConfigError(problem)
     resuming = resume is not None
     out = Path(resume if resuming else out or runner.default_out(config))
-    seeds = saved_seeds(out) if resuming else tuple(seeds)
+    members = saved_members(out) if resuming else list(members)
     check_writable(out)
     lock = RunLock(out)
     if out.exists():
@@ -180,47 +238,54 @@ def run_population(config: Config, seeds, out=None, resume=None, echo=print) -> 
                 "another --out"
             )
         states = None
-        configs = [member_config(config, s) for s in seeds]
         if resuming:
-            states = []
-            for seed, mc in zip(seeds, configs, strict=True):
-                state = checkpoint.load(member_dir(out, seed))
-                checkpoint.check_identity(state, mc, world=1)
+            states, resumed = [], []
+            for m in members:
+                state = checkpoint.load(member_dir(out, m))
+                saved = checkpoint.saved_config(member_dir(out, m), state)
+                steps = config.learner.total_timesteps
+                if saved.learner.total_timesteps != steps:
+                    saved = saved.with_learner("--steps", total_timesteps=steps)
+                checkpoint.check_identity(state, saved, world=1)
                 states.append(state)
-        trainer = PopulationTrainer(config, seeds)
+                resumed.append(dataclasses.replace(m, config=saved))
+            members = resumed
+        trainer = PopulationTrainer(config, [m.seed for m in members], [m.config for m in members])
         if states is not None:
             trainer.load_members(states)
         lock.acquire()  # creates the folder: every check has passed
-        return _train(config, configs, trainer, out, states, echo, runner)
+        return _train(config, members, trainer, out, states, echo, runner)
     finally:
         lock.release()
 
 
-def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
+def _train(config, members, trainer, out: Path, states, echo, runner) -> dict:
     """The population's loop: an iteration, then each live member's parts at its boundary."""
     from fasttrain.parts import Boundary
 
-    seeds = trainer.seeds
     quiet = dataclasses.replace(config.log, progress=False)
     views, member_parts = [], []
-    for k, (seed, mc) in enumerate(zip(seeds, configs, strict=True)):
-        folder = member_dir(out, seed)
+    for k, m in enumerate(members):
+        folder = member_dir(out, m)
         folder.mkdir(exist_ok=True)
-        write_atomic(folder / "config.toml", to_toml(mc, CONFIG_HEADER))
-        view = MemberView(trainer, k, mc)
+        write_atomic(folder / "config.toml", to_toml(m.config, CONFIG_HEADER))
+        view = MemberView(trainer, k, m.config)
         state = states[k] if states is not None else None
-        parts_config = dataclasses.replace(mc, log=quiet)
+        parts_config = dataclasses.replace(m.config, log=quiet)
         member_parts.append(
             runner._parts(parts_config, view, folder, state, None, _silent, None, SINGLE)
         )
         views.append(view)
-    _write_population(out, seeds, None)
+    _write_population(out, members, None)
+    seeds = sorted({m.seed for m in members})
+    variants = len(members) // max(len(seeds), 1)
+    shape = f"{len(seeds)} seeds x {variants} variants" if variants > 1 else "seeds"
     echo(
-        f"fasttrain: population of {len(seeds)} (seeds {', '.join(map(str, seeds))}) on "
+        f"fasttrain: population of {len(members)} ({shape} {', '.join(map(str, seeds))}) on "
         f"{config.game.name} | ppo | {trainer.n} envs x {trainer.args.num_steps} steps each | "
         f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
     )
-    live = set(range(len(seeds)))
+    live = set(range(len(members)))
     first_step, stopped_by = trainer.global_step, None
     start = last_line = time.perf_counter()
     stop = runner.StopSignals(twice_stops_at_once=True)
@@ -245,7 +310,7 @@ def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
                                 stopped_by = signum
                     except RunError as exc:  # this member's NaN guard: it stops alone
                         live.discard(k)
-                        echo(f"member seed {seeds[k]} stopped: {exc}")
+                        echo(f"member {members[k].name} stopped: {exc}")
                 if now - last_line >= config.log.interval_s or last or not live:
                     last_line = now
                     echo(_line(trainer, member_parts, live, now - start, first_step))
@@ -256,15 +321,14 @@ def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
             for part in parts.parts:
                 part.close()
     summaries = []
-    for k, view in enumerate(views):
-        summary = runner._summary(configs[k], view, member_dir(out, seeds[k]), member_parts[k],
+    for k, (m, view) in enumerate(zip(members, views, strict=True)):
+        summary = runner._summary(m.config, view, member_dir(out, m), member_parts[k],
                                   first_step, stopped_by, None, SINGLE)  # fmt: skip
         summary["stopped_alone"] = k not in live
-        write_atomic(
-            member_dir(out, seeds[k]) / "summary.json", json.dumps(summary, indent=2) + "\n"
-        )
+        summary["member"] = {"seed": m.seed, "sets": list(m.sets)}
+        write_atomic(member_dir(out, m) / "summary.json", json.dumps(summary, indent=2) + "\n")
         summaries.append(summary)
-    result = _write_population(out, seeds, summaries)
+    result = _write_population(out, members, summaries)
     if stopped_by is not None:
         import signal
 
@@ -276,10 +340,10 @@ def _train(config, configs, trainer, out: Path, states, echo, runner) -> dict:
         raise RunError(
             f"every member stopped on non-finite updates; their last good checkpoints are in {out}"
         )
-    for seed in seeds:
-        runner.pictures(configs[0], member_dir(out, seed), echo)
+    for m in members:
+        runner.pictures(m.config, member_dir(out, m), echo)
     echo(
-        f"done: {len(seeds)} members x {trainer.global_step:,} steps | score median "
+        f"done: {len(members)} members x {trainer.global_step:,} steps | score median "
         f"{_fmt(result['median_score'])}, worst {_fmt(result['worst_score'])} | {out}"
     )
     return result
@@ -315,10 +379,13 @@ def _line(trainer, member_parts, live, elapsed: float, first_step: int) -> str:
     )
 
 
-def _write_population(out: Path, seeds, summaries) -> dict:
-    """``population.json``: the seeds and member directories; at the end each member's
-    final row, and the median and worst final score."""
-    result: dict = {"seeds": list(seeds), "members": [f"seed-{s}" for s in seeds]}
+def _write_population(out: Path, members, summaries) -> dict:
+    """``population.json``: the seeds and members (directory, seed, variant); at the end each
+    member's final row, and the median and worst final score."""
+    result: dict = {
+        "seeds": sorted({m.seed for m in members}),
+        "members": [{"dir": m.name, "seed": m.seed, "sets": list(m.sets)} for m in members],
+    }
     if summaries is not None:
         scores = [s["score"] for s in summaries if isinstance(s.get("score"), (int, float))]
         result["median_score"] = statistics.median(scores) if scores else None

@@ -3,6 +3,7 @@ its members' directories as normal runs, its exact resume, a member stopped alon
 refusals."""
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from fasttrain import checkpoint
 from fasttrain.errors import ConfigError
 from fasttrain.learners.ppo_population import PopulationTrainer
-from fasttrain.population_run import parse_seeds, run_population
+from fasttrain.population_run import member_config, parse_seeds, plan_members, run_population
 from tests.cli import cli_in_process
 from tests.conftest import small_snake
 
@@ -21,6 +22,13 @@ TINY = [
     "--set", "model.hidden=16", "--set", "log.progress=false", "--set", "run.compile=off",
     "--set", "run.amp=off",
 ]  # fmt: skip
+
+
+def members(config, seeds):
+    """A plain population's members of ``config``, each with its config."""
+    return [
+        dataclasses.replace(m, config=member_config(config, m.seed)) for m in plan_members(seeds)
+    ]
 
 
 def rows(folder):
@@ -52,7 +60,8 @@ def test_a_population_writes_one_normal_run_directory_per_member(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "population of 2 (seeds 3, 7)" in result.stdout
     population = json.loads((out / "population.json").read_text())
-    assert population["seeds"] == [3, 7] and population["members"] == ["seed-3", "seed-7"]
+    assert population["seeds"] == [3, 7]
+    assert [m["dir"] for m in population["members"]] == ["seed-3", "seed-7"]
     assert population["worst_score"] <= population["median_score"]
     for seed in (3, 7):
         folder = out / f"seed-{seed}"
@@ -105,8 +114,8 @@ def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
         game={"snake": {"ppo": {"total_timesteps": 1024}}},
     )
     lines = []
-    run_population(config, (4, 5), out=tmp_path / "pop", echo=lines.append)
-    assert any("member seed 5 stopped:" in line for line in lines), lines
+    run_population(config, members(config, (4, 5)), out=tmp_path / "pop", echo=lines.append)
+    assert any("member seed-5 stopped:" in line for line in lines), lines
     kept = checkpoint.load(tmp_path / "pop" / "seed-5")
     assert kept["iteration"] == 2
     assert checkpoint.load(tmp_path / "pop" / "seed-4")["global_step"] == 1024
@@ -128,7 +137,7 @@ def test_a_population_whose_every_member_stopped_ends_in_one_error(tmp_path, mon
     monkeypatch.setattr(PopulationTrainer, "iterate", iterate)
     config = small_snake(run={"amp": "off", "nan_patience": 2})
     with pytest.raises(RunError, match="every member stopped on non-finite updates"):
-        run_population(config, (0, 1), out=tmp_path / "pop", echo=lambda *_: None)
+        run_population(config, members(config, (0, 1)), out=tmp_path / "pop", echo=print)
 
 
 @pytest.mark.parametrize(
@@ -154,4 +163,47 @@ def test_an_occupied_directory_and_a_resume_with_other_seeds_are_refused(tmp_pat
     again = cli_in_process("run", "--seeds", "0-1", "--out", str(out), *TINY)
     assert "already holds a run; continue it with --resume" in again.stderr
     other = cli_in_process("run", "--resume", str(out), "--seeds", "2")
-    assert "continues its population's own seeds; drop --seeds" in other.stderr
+    assert "continues its population's own members; drop --seeds" in other.stderr
+
+
+def test_variants_train_one_member_per_seed_and_value_and_resume(tmp_path):
+    """--vary makes a grid over the seeds: each member's directory, config and optimizer hold
+    its own value; the population resumes with each member's own config."""
+    out = tmp_path / "grid"
+    args = ("--seeds", "0-1", "--vary", "ppo.learning_rate=0.01,0.001", *TINY,
+            "--set", "game.snake.ppo.anneal_lr=false")  # fmt: skip
+    result = cli_in_process("run", *args, "--steps", "256", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "population of 4 (2 seeds x 2 variants 0, 1)" in result.stdout
+    names = [m["dir"] for m in json.loads((out / "population.json").read_text())["members"]]
+    assert names == [
+        "seed-0-learning_rate-0.01", "seed-0-learning_rate-0.001",
+        "seed-1-learning_rate-0.01", "seed-1-learning_rate-0.001",
+    ]  # fmt: skip
+    for name in names:
+        state = checkpoint.load(out / name)
+        config = checkpoint.saved_config(out / name, state)
+        want = float(name.rpartition("-")[2])
+        assert config.learner.learning_rate == want and config.run.seed == int(name[5])
+        assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(want, rel=1e-6)
+    resumed = cli_in_process("run", "--resume", str(out), "--steps", "384")
+    assert resumed.returncode == 0, resumed.stderr
+    for name in names:
+        assert int(rows(out / name)[-1]["global_step"]) == 384
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--seeds", "0", "--vary", "ppo.gamma=0.9,0.99"], "--vary 'ppo.gamma=0.9,0.99': vary one"),
+        (["--seeds", "0", "--vary", "ppo.learning_rate"], "as KEY=V1,V2"),
+        (["--seeds", "0", "--vary", "ppo.ent_coef=0.1,0.1"], "give distinct values"),
+        (["--seeds", "0", "--vary", "ppo.ent_coef=x,y"], "ppo.ent_coef must be float"),
+        (["--vary", "ppo.ent_coef=0.1,0.2"], "--vary needs --seeds"),
+    ],
+)
+def test_bad_variants_get_one_line_before_any_work(tmp_path, args, words):
+    out = tmp_path / "grid"
+    result = cli_in_process("run", *args, "--out", str(out), *TINY)
+    assert result.returncode != 0 and words in result.stderr, result.stderr
+    assert not out.exists()
