@@ -25,12 +25,27 @@ def block(tensor, k, n):
     return tensor[:, k * n : (k + 1) * n]
 
 
+def assert_member_is_its_solo_run(population, k, row, trainer):
+    """After one more iteration of ``trainer`` (member k's solo run): the same observations,
+    actions, rewards and flags bit for bit, the losses within 1e-4, the weights within float
+    rounding (batched matrix products round differently)."""
+    losses = trainer.iterate()
+    for name in ("obs", "actions", "rewards", "terminated", "truncated"):
+        mine = block(getattr(population.storage, name), k, population.n)
+        assert torch.equal(mine, getattr(trainer.storage, name)), (k, name)
+    for name in LOSS_NAMES:
+        key = f"losses/{name}"
+        assert row[key] == pytest.approx(losses[key], rel=1e-4, abs=1e-6), (k, key)
+    weights = population.population.member_state_dict(k)
+    for name, value in trainer.policy.state_dict().items():
+        torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6)
+
+
 def test_member_k_trains_as_the_solo_run_with_seed_k():
     """The same observations and actions step for step (the envs are bit-identical and each
     member samples from its own stream as its solo run), the first updates' losses and weights
     within float rounding (batched matrix products round differently)."""
     population = PopulationTrainer(config(), SEEDS)
-    n = population.n
     solos = [solo(s) for s in SEEDS]
     for k, trainer in enumerate(solos):
         start = population.population.member_state_dict(k)
@@ -39,16 +54,7 @@ def test_member_k_trains_as_the_solo_run_with_seed_k():
     for _ in range(2):
         rows = population.iterate()
         for k, trainer in enumerate(solos):
-            losses = trainer.iterate()
-            for name in ("obs", "actions", "rewards", "terminated", "truncated"):
-                mine = block(getattr(population.storage, name), k, n)
-                assert torch.equal(mine, getattr(trainer.storage, name)), (k, name)
-            for name in LOSS_NAMES:
-                key = f"losses/{name}"
-                assert rows[k][key] == pytest.approx(losses[key], rel=1e-4, abs=1e-6), (k, key)
-            weights = population.population.member_state_dict(k)
-            for name, value in trainer.policy.state_dict().items():
-                torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6)
+            assert_member_is_its_solo_run(population, k, rows[k], trainer)
     assert population.global_step == solos[0].global_step
 
 
@@ -171,15 +177,7 @@ def test_members_with_their_own_settings_train_as_their_solo_runs():
     solos = [Trainer(c, warn=lambda *_: None) for c in configs]
     rows = population.iterate()
     for k, trainer in enumerate(solos):
-        losses = trainer.iterate()
-        mine = block(population.storage.actions, k, population.n)
-        assert torch.equal(mine, trainer.storage.actions), k
-        for name in LOSS_NAMES:
-            key = f"losses/{name}"
-            assert rows[k][key] == pytest.approx(losses[key], rel=1e-4, abs=1e-6), (k, key)
-        weights = population.population.member_state_dict(k)
-        for name, value in trainer.policy.state_dict().items():
-            torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6)
+        assert_member_is_its_solo_run(population, k, rows[k], trainer)
         group = population.member_state(k)["optimizer"]["param_groups"][0]
         assert group["lr"] == pytest.approx(trainer.learning_rate)
 
