@@ -112,14 +112,17 @@ class PopulationTrainer:
         device = resolve_device(run.device)
         self.device = device.torch
         setup_threads(run, 1)
-        self.env = env = make(
-            config.game.name,
-            num_envs=M * args.num_envs,
-            backend=device.backend,
-            seed=list(seeds),
-            action_repeat=run.action_repeat,
-            **vars(config.params),
-        )
+        try:
+            self.env = env = make(
+                config.game.name,
+                num_envs=M * args.num_envs,
+                backend=device.backend,
+                seed=list(seeds),
+                action_repeat=run.action_repeat,
+                **vars(config.params),
+            )
+        except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, in one line
+            raise ConfigError(f"a population of {M}: {str(exc).splitlines()[0]}") from None
         if env.num_agents != 1:
             raise ConfigError("a population trains single-agent games for now")
         self.n = args.num_envs  # each member's envs
