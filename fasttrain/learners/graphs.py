@@ -25,7 +25,10 @@ import torch
 
 # why a run on cuda launches its rollout eagerly, by cause
 EAGER_OVERLAP = "ppo.overlap acts in a second thread"
-EAGER_TORCH = "this torch cannot register a generator with a CUDA graph (needs torch >= 2.5)"
+EAGER_TORCH = (
+    "this torch cannot register a generator with a CUDA graph (no "
+    "CUDAGraph.register_generator_state)"
+)
 
 
 def graph_problem(config, device: torch.device) -> str | None:
