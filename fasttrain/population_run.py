@@ -119,11 +119,6 @@ def member_dir(out: Path, member) -> Path:
     return Path(out) / (member.name if isinstance(member, Member) else f"seed-{member}")
 
 
-def member_config(config: Config, seed: int) -> Config:
-    """The run's config as the member of ``seed`` trains: its own ``run.seed``."""
-    return dataclasses.replace(config, run=dataclasses.replace(config.run, seed=seed))
-
-
 def is_population(folder) -> bool:
     """True for a population's run directory (``population.json``)."""
     return (Path(folder) / POPULATION_FILE).is_file()

@@ -165,8 +165,10 @@ def check_memory(
         )
 
 
-def start_run(config, num_envs: int) -> RunContext:
-    """Device, threads, seeds, the environments and precision; every check runs before work."""
+def start_run(config, num_envs: int, env_seed=None) -> RunContext:
+    """Device, threads, seeds, the environments and precision; every check runs before work.
+    ``env_seed``: the environments' seed where it is not the run's (a population's seeds, one
+    per block of envs: ``fasttrain.make``)."""
     run = config.run
     device = resolve_device(run.device)
     ranks = distributed.setup(run.dist_backend, device.type, run.dist_timeout_s)
@@ -184,7 +186,7 @@ def start_run(config, num_envs: int) -> RunContext:
             config.game.name,
             num_envs=num_envs,
             backend=device.backend,
-            seed=seed,
+            seed=seed if env_seed is None else env_seed,
             action_repeat=run.action_repeat,
             **vars(config.params),
         )

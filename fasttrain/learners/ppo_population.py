@@ -27,15 +27,13 @@ import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
 from fasttrain import distributed
-from fasttrain.device import resolve_amp, resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import check_seeds
-from fasttrain.learners.base import Timers, check_memory, setup_threads
+from fasttrain.learners.base import Timers, check_memory, start_run
 from fasttrain.learners.optim import adam
 from fasttrain.learners.rollout import new_rollout
 from fasttrain.population import Population, build_members
 from fasttrain.population_optim import PopulationAdam, population_step
-from fasttrain.vecenv import make
 
 LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
@@ -108,21 +106,11 @@ class PopulationTrainer:
         self.config, self.args = config, config.learner
         args = self.args
         self.num_members = M = len(seeds)
-        run = config.run
-        device = resolve_device(run.device)
-        self.device = device.torch
-        setup_threads(run, 1)
-        try:
-            self.env = env = make(
-                config.game.name,
-                num_envs=M * args.num_envs,
-                backend=device.backend,
-                seed=list(seeds),
-                action_repeat=run.action_repeat,
-                **vars(config.params),
-            )
-        except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, in one line
-            raise ConfigError(f"a population of {M}: {str(exc).splitlines()[0]}") from None
+        # the solo run's start (device, threads, one-line refusals of sizes the machine cannot
+        # hold, precision) with the envs seeded per member block
+        self.ctx = start_run(config, M * args.num_envs, env_seed=list(seeds))
+        self.env = env = self.ctx.env
+        self.device = self.ctx.device.torch
         if env.num_agents != 1:
             raise ConfigError("a population trains single-agent games for now")
         self.n = args.num_envs  # each member's envs
@@ -151,15 +139,15 @@ class PopulationTrainer:
         self.vf_coef = each("vf_coef")
         self.max_grad_norm = each("max_grad_norm")
         self.ent_coefs = each("ent_coef")  # the schedule's start, per member
-        amp = resolve_amp(run.amp, device, config.model.hidden)
-        self.amp_dtype = {"bf16": torch.bfloat16}.get(amp)
+        self.amp_dtype = self.ctx.amp_dtype
         self.batch_size = args.num_envs * args.num_steps  # per member
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
         T, obs_bytes = args.num_steps, env.obs_dtype.itemsize * math.prod(env.obs_shape)
         check_memory((2 * T + 1) * self.rows * obs_bytes + T * self.rows * 36,
                      f"the population's rollout storage ({M} members)", self.device)  # fmt: skip
-        self.storage = new_rollout(env, args, self.rows, None, self.device, device.backend)
+        backend = self.ctx.device.backend
+        self.storage = new_rollout(env, args, self.rows, None, self.device, backend)
         self.storage.obs[0].copy_(env.obs)
         self.ent_coef = self.ent_coefs.clone()  # annealed in place (ppo.anneal_ent)
         self.iteration, self.global_step = 0, 0

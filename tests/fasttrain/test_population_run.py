@@ -12,7 +12,7 @@ import torch
 from fasttrain import checkpoint
 from fasttrain.errors import ConfigError
 from fasttrain.learners.ppo_population import PopulationTrainer
-from fasttrain.population_run import member_config, parse_seeds, plan_members, run_population
+from fasttrain.population_run import parse_seeds, plan_members, run_population
 from tests.cli import cli_in_process
 from tests.conftest import small_snake
 
@@ -27,8 +27,10 @@ TINY = [
 def members(config, seeds):
     """A plain population's members of ``config``, each with its config."""
     return [
-        dataclasses.replace(m, config=member_config(config, m.seed)) for m in plan_members(seeds)
-    ]
+        dataclasses.replace(m, config=dataclasses.replace(config, run=dataclasses.replace(
+            config.run, seed=m.seed)))
+        for m in plan_members(seeds)
+    ]  # fmt: skip
 
 
 def rows(folder):
