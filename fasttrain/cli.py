@@ -129,7 +129,7 @@ def main():
     metavar="KEY=V1,V2",
     help="With --seeds: one member per seed and value (a grid over every --vary), e.g. "
     "--vary ppo.learning_rate=1e-3,3e-4 (learning_rate, ent_coef, vf_coef, clip_coef, "
-    "max_grad_norm).",
+    "max_grad_norm, gamma, gae_lambda).",
 )
 def run(
     game,

@@ -3,7 +3,8 @@
 Traces are cut at ``terminated | truncated``. A terminated step bootstraps from 0; a truncated
 step bootstraps from ``final_values`` (the value of ``final_obs``, the true next state that the
 auto-reset replaced), which CleanRL's PPO omits (cleanrl #198). ``gae_env`` is the per-env scalar
-source; ``GAE`` runs it over environments on every backend (``columns.py``), and ``gae`` is its
+source; ``GAE`` runs it over environments on every backend (``columns.py``), ``GAE_COLUMNS`` with
+a ``gamma`` and ``gae_lambda`` per environment (a population's members), and ``gae`` is its
 uncompiled reference::
 
     bound = GAE.bind("cpu", (rewards, values, last_values, final_values, terminated, truncated,
@@ -52,6 +53,39 @@ def gae_env(
 GAE = ColumnKernel(gae_env, columns=lambda args: args[0].shape[1])  # one column per env of rewards
 
 
+def gae_columns_env(
+    i,
+    rewards,
+    values,
+    last_values,
+    final_values,
+    terminated,
+    truncated,
+    gammas,
+    gae_lambdas,
+    advantages,
+    returns,
+):
+    """``gae_env`` with a discount and trace decay per column (float64 ``(N,)``): a
+    population's members, each with its own (``learners/ppo_population.py``)."""
+    gae_env(
+        i,
+        rewards,
+        values,
+        last_values,
+        final_values,
+        terminated,
+        truncated,
+        gammas[i],
+        gae_lambdas[i],
+        advantages,
+        returns,
+    )
+
+
+GAE_COLUMNS = ColumnKernel(gae_columns_env, columns=lambda args: args[0].shape[1])
+
+
 def gae(
     rewards,
     values,
@@ -78,10 +112,14 @@ def gae(
     GAE("python", *inputs, advantages, returns)
 
 
-def example_args(num_steps: int = 2, num_envs: int = 2) -> tuple:
-    """Zeroed ``GAE`` arguments of the types learners pass (float32 storage), e.g. to compile."""
+def example_args(num_steps: int = 2, num_envs: int = 2, per_column: bool = False) -> tuple:
+    """Zeroed ``GAE`` arguments of the types learners pass (float32 storage), e.g. to compile;
+    ``per_column``: ``GAE_COLUMNS``' (a float64 gamma and lambda per column)."""
     storage = [np.zeros((num_steps, num_envs), np.float32) for _ in range(5)]
     flags = [np.zeros((num_steps, num_envs), np.bool_) for _ in range(2)]
     last_values = np.zeros(num_envs, np.float32)
     rewards, values, final_values, advantages, returns = storage
-    return (rewards, values, last_values, final_values, *flags, 0.99, 0.95, advantages, returns)
+    settings = (0.99, 0.95)
+    if per_column:
+        settings = (np.full(num_envs, 0.99), np.full(num_envs, 0.95))
+    return (rewards, values, last_values, final_values, *flags, *settings, advantages, returns)

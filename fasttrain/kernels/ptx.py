@@ -21,7 +21,7 @@ from .columns import ColumnKernel
 from .cuda import kernel_module
 from .device import simulator
 from .env import KernelEnv
-from .gae import GAE, example_args
+from .gae import GAE, GAE_COLUMNS, example_args
 from .internals import InternalMissing, assign, resolve
 from .spec import GameSpec
 
@@ -144,7 +144,7 @@ def ptxas_info(ptx: str, cc: tuple[int, int] = (9, 0)) -> str:
 
 
 def report(specs, cc: tuple[int, int] = (9, 0)) -> list[str]:
-    """One line per kernel of ``specs`` and per learner kernel (GAE): PTX size, and registers
+    """One line per kernel of ``specs`` and per learner kernel (GAE, GAE_COLUMNS): PTX size, and registers
     and spill stores where ``ptxas`` is found.
 
     Args:
@@ -159,6 +159,8 @@ def report(specs, cc: tuple[int, int] = (9, 0)) -> list[str]:
     for spec in specs:
         kernels += [(spec.name, name, ptx) for name, ptx in compile_ptx(spec, cc=cc).items()]
     kernels.append(("gae", "column_kernel", compile_column_ptx(GAE, example_args(), cc)))
+    columns = compile_column_ptx(GAE_COLUMNS, example_args(per_column=True), cc)
+    kernels.append(("gae_columns", "column_kernel", columns))
     has_ptxas = find_ptxas() is not None
     lines = []
     for name, kernel, ptx in kernels:

@@ -59,7 +59,15 @@ def population_problem(config) -> str | None:
 
 
 # the settings members may differ in: learner scalars that change no buffer, network or kernel
-VARIABLE = ("learning_rate", "ent_coef", "vf_coef", "clip_coef", "max_grad_norm")
+VARIABLE = (
+    "learning_rate",
+    "ent_coef",
+    "vf_coef",
+    "clip_coef",
+    "max_grad_norm",
+    "gamma",
+    "gae_lambda",
+)
 
 
 def variants_problem(config, member_configs) -> str | None:
@@ -149,6 +157,8 @@ class PopulationTrainer:
         backend = self.ctx.device.backend
         self.storage = new_rollout(env, args, self.rows, None, self.device, backend)
         self.storage.obs[0].copy_(env.obs)
+        if len({(a.gamma, a.gae_lambda) for a in self.member_args}) > 1:
+            self.storage.gae = self.member_gae(backend)
         self.ent_coef = self.ent_coefs.clone()  # annealed in place (ppo.anneal_ent)
         self.iteration, self.global_step = 0, 0
         self.timers = Timers()
@@ -193,6 +203,25 @@ class PopulationTrainer:
         tensors = {n: p[k] for n, p in stacked.named_parameters()}
         tensors.update({n: b[k] for n, b in stacked.named_buffers()})
         return functional_call(self.population._base[0], tensors, (obs,))[1]
+
+    def member_gae(self, backend: str):
+        """The advantage kernel with each member's ``gamma`` and ``gae_lambda`` on its columns
+        (``kernels.gae.GAE_COLUMNS``), bound once as the solo's ``GAE``."""
+        from fasttrain.kernels.gae import GAE_COLUMNS
+
+        s = self.storage
+
+        def per_column(name):
+            values = [float(getattr(a, name)) for a in self.member_args]
+            return torch.tensor(values, dtype=torch.float64).repeat_interleave(self.n)
+
+        gammas, lambdas = per_column("gamma"), per_column("gae_lambda")
+        self._gae_settings = (gammas, lambdas) = gammas.to(self.device), lambdas.to(self.device)
+        arrays = (s.rewards, s.values, s.last_values, s.final_values, s.terminated, s.truncated,
+                  gammas, lambdas, s.advantages, s.returns)  # fmt: skip
+        if backend == "cpu":  # CPU tensors as NumPy views
+            arrays = tuple(a.numpy() for a in arrays)
+        return GAE_COLUMNS.bind(backend, arrays)
 
     def compute_advantages(self) -> None:
         """GAE over every member's columns, with the values each member's policy gave."""

@@ -197,7 +197,7 @@ def test_variants_train_one_member_per_seed_and_value_and_resume(tmp_path):
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--seeds", "0", "--vary", "ppo.gamma=0.9,0.99"], "--vary 'ppo.gamma=0.9,0.99': vary one"),
+        (["--seeds", "0", "--vary", "ppo.num_envs=8,16"], "--vary 'ppo.num_envs=8,16': vary one"),
         (["--seeds", "0", "--vary", "ppo.learning_rate"], "as KEY=V1,V2"),
         (["--seeds", "0", "--vary", "ppo.ent_coef=0.1,0.1"], "give distinct values"),
         (["--seeds", "0", "--vary", "ppo.ent_coef=x,y"], "ppo.ent_coef must be float"),

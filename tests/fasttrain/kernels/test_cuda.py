@@ -87,7 +87,7 @@ import sys
 
 import numpy as np
 
-from fasttrain.kernels.gae import GAE, gae, gae_env
+from fasttrain.kernels.gae import GAE, GAE_COLUMNS, gae, gae_env
 
 rng = np.random.default_rng(0)
 T, N = 9, 5
@@ -108,6 +108,12 @@ assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
 # the device function is compiled from the very same scalar source as the CPU path
 module = sys.modules[GAE.launcher("cuda").py_func.__module__]
 assert module.column_one.fn.__code__ is gae_env.__code__
+# a gamma and lambda per column (a population's members): column i as the reference with its own
+gammas, lambdas = np.linspace(0.5, 0.999, N), np.linspace(0.0, 1.0, N)
+GAE_COLUMNS("cuda", *args, gammas, lambdas, out[2], out[3])
+for i in range(N):
+    gae(*args, gammas[i], lambdas[i], out[0], out[1])
+    assert np.array_equal(out[0][:, i], out[2][:, i]) and np.array_equal(out[1][:, i], out[3][:, i])
 print("SIMULATOR OK")
 """
 

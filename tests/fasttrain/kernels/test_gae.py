@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fasttrain.kernels.gae import GAE, gae
+from fasttrain.kernels.gae import GAE, GAE_COLUMNS, gae
 
 
 def reference(rewards, values, last_values, final_values, terminated, truncated, gamma, lam):
@@ -55,6 +55,22 @@ def test_gae_matches_reference(backend, T, N, seed):
     assert case[4].any() and (case[5].any() or T == 1)
     np.testing.assert_allclose(adv, want_adv, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ret, want_ret, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["python", "cpu"])
+def test_a_discount_and_trace_decay_per_column_are_each_columns_own(backend):
+    """``GAE_COLUMNS`` (a population's members, each with its gamma and lambda): column i
+    equals the reference with column i's gamma and lambda."""
+    T, N = 23, 6
+    case = random_case(T, N, 5)
+    gammas = np.array([0.9, 0.99, 0.5, 0.999, 0.97, 0.0])
+    lambdas = np.array([0.95, 0.5, 1.0, 0.0, 0.8, 0.9])
+    adv, ret = np.zeros((T, N), np.float32), np.zeros((T, N), np.float32)
+    GAE_COLUMNS(backend, *case, gammas, lambdas, adv, ret)
+    for i in range(N):
+        want_adv, want_ret = reference(*case, gammas[i], lambdas[i])
+        np.testing.assert_allclose(adv[:, i], want_adv[:, i], rtol=1e-5, atol=1e-5, err_msg=i)
+        np.testing.assert_allclose(ret[:, i], want_ret[:, i], rtol=1e-5, atol=1e-5, err_msg=i)
 
 
 def test_truncation_bootstraps_from_final_value_and_termination_from_zero():

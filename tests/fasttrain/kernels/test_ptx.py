@@ -49,11 +49,13 @@ def game_ptx(game: str, cc: tuple[int, int]) -> dict[str, str]:
 
 
 @functools.cache
-def gae_ptx(cc: tuple[int, int]) -> str:
-    """``compile_column_ptx`` of the GAE kernel for its example arguments, compiled once."""
-    from fasttrain.kernels.gae import GAE, example_args
+def gae_ptx(cc: tuple[int, int], per_column: bool = False) -> str:
+    """``compile_column_ptx`` of the GAE kernel (``per_column``: GAE_COLUMNS) for its example
+    arguments, compiled once."""
+    from fasttrain.kernels.gae import GAE, GAE_COLUMNS, example_args
 
-    return compilers()[1](GAE, example_args(), cc)
+    kernel = GAE_COLUMNS if per_column else GAE
+    return compilers()[1](kernel, example_args(per_column=per_column), cc)
 
 
 @pytest.mark.parametrize("game", games.names())
@@ -101,8 +103,9 @@ def test_a_game_of_more_params_and_state_arrays_than_a_call_once_took_compiles_t
     assert len(re.findall(r"\bst\.global", ptx[kernel])) >= WIDE
 
 
-def test_gae_kernel_compiles_to_ptx():
-    ptx = gae_ptx((9, 0))
+@pytest.mark.parametrize("per_column", [False, True])
+def test_gae_kernels_compile_to_ptx(per_column):
+    ptx = gae_ptx((9, 0), per_column)
     assert ".target sm_90" in ptx and len(_entries(ptx)) == 1
     assert "column_kernel" in _entries(ptx)[0]
     assert "%ctaid.x" in ptx and "%tid.x" in ptx  # one thread per column
@@ -131,7 +134,7 @@ def test_ptxas_assembles_every_kernel():
 
     if find_ptxas() is None:
         pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc-cu12)")
-    texts = [gae_ptx((9, 0))]
+    texts = [gae_ptx((9, 0)), gae_ptx((9, 0), True)]
     for game in games.names():
         texts += game_ptx(game, (9, 0)).values()
     for text in texts:
@@ -146,10 +149,12 @@ def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given(monkeypatch):
     # the report compiles what it is given through these two: the same PTX, compiled once here
     compilers()
     monkeypatch.setattr(ptx, "compile_ptx", lambda spec, cc: game_ptx(spec.name, cc))
-    monkeypatch.setattr(ptx, "compile_column_ptx", lambda kernel, args, cc: gae_ptx(cc))
+    monkeypatch.setattr(ptx, "compile_column_ptx",
+                        lambda kernel, args, cc: gae_ptx(cc, kernel.name == "gae_columns_env"))  # fmt: skip
     lines = report([games.get("snake")], (8, 0))
     names = [tuple(line.split()[:2]) for line in lines]
-    assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel")]
+    assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel"),
+                     ("gae_columns", "column_kernel")]  # fmt: skip
     assert all("sm_80: PTX" in line for line in lines)
     if find_ptxas() is not None:
         assert all(re.search(r"\d+ registers, \d+ B spill stores$", line) for line in lines)

@@ -166,10 +166,11 @@ def test_a_members_state_resumes_as_its_solo_run_and_the_population_from_its_mem
 
 
 def test_members_with_their_own_settings_train_as_their_solo_runs():
-    """Members may differ in learner scalars (here the learning rate and the clip range): each
-    gets its own, read back from the optimizer and its solo-form state, and trains as the solo
-    run with its config; nothing else differs."""
-    lr = {"game": {"snake": {"ppo": {"learning_rate": 0.01, "clip_coef": 0.1}}}}
+    """Members may differ in learner scalars (here the learning rate, the clip range, the
+    discount and the trace decay): each gets its own, read back from the optimizer and its
+    solo-form state, and trains as the solo run with its config; nothing else differs."""
+    lr = {"game": {"snake": {"ppo": {"learning_rate": 0.01, "clip_coef": 0.1, "gamma": 0.9,
+                                     "gae_lambda": 0.5}}}}  # fmt: skip
     configs = [config(3), config(3, **lr)]
     population = PopulationTrainer(config(), (3, 3), configs)
     assert population.optimizer.lrs.tolist() == pytest.approx([configs[0].learner.learning_rate,
@@ -183,7 +184,7 @@ def test_members_with_their_own_settings_train_as_their_solo_runs():
 
 
 def test_members_that_differ_in_a_shared_setting_are_refused_in_one_line():
-    other = config(3, game={"snake": {"ppo": {"gamma": 0.9}}})
-    with pytest.raises(ConfigError, match=r"members differ in ppo.gamma: a population's members "
-                                          r"may vary only ppo.learning_rate"):  # fmt: skip
+    other = config(3, game={"snake": {"ppo": {"update_epochs": 3}}})
+    with pytest.raises(ConfigError, match=r"members differ in ppo.update_epochs: a population's "
+                                          r"members may vary only ppo.learning_rate"):  # fmt: skip
         PopulationTrainer(config(), (3, 4), [config(3), other])
