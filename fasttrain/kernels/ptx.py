@@ -144,8 +144,8 @@ def ptxas_info(ptx: str, cc: tuple[int, int] = (9, 0)) -> str:
 
 
 def report(specs, cc: tuple[int, int] = (9, 0)) -> list[str]:
-    """One line per kernel of ``specs`` and per learner kernel (GAE, GAE_COLUMNS): PTX size, and registers
-    and spill stores where ``ptxas`` is found.
+    """One line per kernel of ``specs`` and per learner kernel (GAE, GAE_COLUMNS): PTX size,
+    and registers and spill stores where ``ptxas`` is found.
 
     Args:
         specs: the games (``GameSpec``) to compile.

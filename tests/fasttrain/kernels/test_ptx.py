@@ -149,8 +149,10 @@ def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given(monkeypatch):
     # the report compiles what it is given through these two: the same PTX, compiled once here
     compilers()
     monkeypatch.setattr(ptx, "compile_ptx", lambda spec, cc: game_ptx(spec.name, cc))
-    monkeypatch.setattr(ptx, "compile_column_ptx",
-                        lambda kernel, args, cc: gae_ptx(cc, kernel.name == "gae_columns_env"))  # fmt: skip
+    def column_ptx(kernel, args, cc):
+        return gae_ptx(cc, kernel.name == "gae_columns_env")
+
+    monkeypatch.setattr(ptx, "compile_column_ptx", column_ptx)
     lines = report([games.get("snake")], (8, 0))
     names = [tuple(line.split()[:2]) for line in lines]
     assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel"),
