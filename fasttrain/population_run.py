@@ -208,11 +208,13 @@ class MemberView:
         return self.population.member_state(self.k, self.env_state)
 
 
-def run_population(config: Config, members, out=None, resume=None, echo=print) -> dict:
+def run_population(config: Config, members, out=None, resume=None, echo=print, on_row=None) -> dict:
     """Train ``members`` (``Member``s with their configs) into the population directory
     ``out``, or continue the population in ``resume`` (its members read from its
     ``population.json``, their configs from their checkpoints, with ``config``'s total steps);
-    returns the population's summary."""
+    returns the population's summary. ``on_row(row)`` sees every member's metrics rows, as
+    ``runner.run``'s: a true answer ends the whole population at that boundary, as if it had
+    finished (every member's checkpoint and summary, with ``stopped_early``)."""
     from fasttrain import checkpoint, runner
     from fasttrain.learners.ppo_population import PopulationTrainer, population_problem
 
@@ -249,12 +251,12 @@ def run_population(config: Config, members, out=None, resume=None, echo=print) -
         if states is not None:
             trainer.load_members(states)
         lock.acquire()  # creates the folder: every check has passed
-        return _train(config, members, trainer, out, states, echo, runner)
+        return _train(config, members, trainer, out, states, echo, runner, on_row)
     finally:
         lock.release()
 
 
-def _train(config, members, trainer, out: Path, states, echo, runner) -> dict:
+def _train(config, members, trainer, out: Path, states, echo, runner, on_row=None) -> dict:
     """The population's loop: an iteration, then each live member's parts at its boundary."""
     from fasttrain.parts import Boundary
 
@@ -268,7 +270,7 @@ def _train(config, members, trainer, out: Path, states, echo, runner) -> dict:
         state = states[k] if states is not None else None
         parts_config = dataclasses.replace(m.config, log=quiet)
         member_parts.append(
-            runner._parts(parts_config, view, folder, state, None, _silent, None, SINGLE)
+            runner._parts(parts_config, view, folder, state, None, _silent, on_row, SINGLE)
         )
         views.append(view)
     _write_population(out, members, None)
@@ -296,20 +298,22 @@ def _train(config, members, trainer, out: Path, states, echo, runner) -> dict:
                 due = trainer.iteration % config.log.csv_every == 0 or last
                 now = time.perf_counter()
                 env_state = trainer.env.state_dict() if _saving(trainer, config, last) else None
+                ended = False  # a part ended the run here: a signal, or on_row (the same
+                # boundary for every member: their clocks and rows are the population's)
                 for k in sorted(live):
                     views[k].env_state = env_state
                     boundary = Boundary(views[k], losses[k], now, last, signum, due)
                     try:
                         for part in member_parts[k].parts:
                             if part.after_iteration(boundary):
-                                stopped_by = signum
+                                stopped_by, ended = signum, True
                     except RunError as exc:  # this member's NaN guard: it stops alone
                         live.discard(k)
                         echo(f"member {members[k].name} stopped: {exc}")
                 if now - last_line >= config.log.interval_s or last or not live:
                     last_line = now
                     echo(_line(trainer, member_parts, live, now - start, first_step))
-                if last or stopped_by is not None:
+                if last or ended:
                     break
     finally:
         for parts in member_parts:

@@ -185,7 +185,14 @@ def check_budget(ctx, param, value):
     "--seeds",
     default="0,1,2",
     show_default=True,
-    help="--learning: comma-separated seeds of each game's runs.",
+    help="--learning: comma-separated seeds of each game's runs, trained as one population "
+    "where the game's learner can (see --solo).",
+)
+@click.option(
+    "--solo",
+    is_flag=True,
+    help="--learning: train a game's seeds one after another, each its own run, instead of as "
+    "one population (the default where the game's learner trains populations: PPO).",
 )
 @click.option(
     "--budget",
@@ -222,7 +229,7 @@ def check_budget(ctx, param, value):
     metavar="SECTION.KEY=VALUE",
     help="--learning: a config override for every run (repeatable), e.g. --set run.amp=off.",
 )
-def bench(learning, seeds, budget, steps, algo, out, sets, **options):
+def bench(learning, seeds, solo, budget, steps, algo, out, sets, **options):
     """Measure env-steps/s, PPO SPS, a per-step baseline, peers and time to target; print tables.
     With --learning, measure what the default presets learn instead."""
     import numba
@@ -235,7 +242,7 @@ def bench(learning, seeds, budget, steps, algo, out, sets, **options):
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     }
     flag = {p.name: p.opts[0] for p in ctx.command.params}
-    own = {"seeds", "budget", "steps", "algo", "out", "sets"}
+    own = {"seeds", "solo", "budget", "steps", "algo", "out", "sets"}
     shared = {"learning", "game_names", "device"}
     if not learning and given & own:
         raise click.UsageError(f"{flag[sorted(given & own)[0]]} needs --learning")
@@ -249,7 +256,7 @@ def bench(learning, seeds, budget, steps, algo, out, sets, **options):
         out = out or time.strftime(f"runs/learning-{algo or 'default'}-%Y%m%d-%H%M%S")
         seeds = parse_seeds(seeds)
         with suite_signals(out):
-            run_suite(games, seeds, algo, budget, steps, options["device"], sets, out)
+            run_suite(games, seeds, algo, budget, steps, options["device"], sets, out, solo=solo)
         return
     plan = make_plan(**options)  # every check happens here, before anything is measured
     numba.set_num_threads(plan.threads)

@@ -1,12 +1,17 @@
 """``fasttrain bench --learning``: how good and how fast the agents of the default presets are.
 
-Each chosen game is trained with its defaults (presets included, ``--set`` on top) once per seed,
-each run in its own run directory under ``--out``. The suite then reads every run's
-``metrics.csv`` and writes, beside them:
+Each chosen game is trained with its defaults (presets included, ``--set`` on top) once per seed.
+Where the game's learner trains populations (PPO, ``learners/ppo_population.py``) its seeds are
+one population, one process (``fasttrain run --seeds``): ``<game>-<algo>-population/seed-S/``
+under ``--out``; otherwise (PQN, DQN, a recurrent core, one seed, or ``--solo``) each seed is its
+own run, one after another: ``<game>-<algo>-seedS/``. A population's seconds are the whole
+population's, every member training at once. The suite then reads every run's ``metrics.csv``
+and writes, beside them:
 
 - ``learning.md``: one row per game, with the seeds, the median and worst final score, the
   reference it is measured against, the median training seconds to 50% and 90% of the
-  reference, the median SPS and the update's precision;
+  reference, the median SPS, the update's precision, how the seeds trained (one population or
+  one by one) and the seconds all of them took;
 - ``learning.png``: every game's curve against wall-clock seconds of training, the median
   over seeds as a line and the min-max as a band (extra ``plot``);
 - ``learning.json``: every figure of every run.
@@ -91,6 +96,7 @@ class RunResult:
     to_reference: dict  # "50%" -> training seconds to that share of the reference (None: never)
     precision: str
     curve: list  # (time_s, value) of every row with episodes
+    members: int = 1  # runs trained side by side in its process: a population's size
 
 
 def final_value(steps: list[int], values: list[float]) -> float:
@@ -200,6 +206,81 @@ def read_or_train(config, run_dir: Path, seed: int, budget_s, echo) -> RunResult
     return result
 
 
+def population_folder_problem(folder: Path, configs: dict) -> str | None:
+    """Why ``folder`` does not hold the population of ``configs`` (seed -> config) this call
+    plans, or holds files that cannot be read as its; None where it does, or holds nothing."""
+    from fasttrain.population_run import is_population, member_dir, saved_members
+
+    if not folder.exists() or not any(folder.iterdir()):
+        return None
+    if not is_population(folder):
+        return "it holds no population.json to tell what made it"
+    try:
+        members = saved_members(folder)
+    except ConfigError as exc:
+        return str(exc)
+    seeds = [m.seed for m in members]
+    if seeds != list(configs) or any(m.sets for m in members):
+        planned = ", ".join(map(str, configs))
+        return (
+            f"its population.json has the members {[m.name for m in members]}, this call "
+            f"trains seeds {planned}"
+        )
+    for m in members:
+        problem = foreign(member_dir(folder, m), configs[m.seed])
+        if problem is not None:
+            return f"{m.name}: {problem}"
+    return None
+
+
+def read_or_train_population(configs: dict, folder: Path, budget_s, echo) -> list[RunResult]:
+    """The results of the population of ``configs`` (seed -> config) in ``folder``: read where
+    every member finished before, trained (or resumed from the members' checkpoints)
+    otherwise; a folder of another population, or with files that cannot be read as its, is
+    set aside and the population trained again."""
+    from fasttrain.population_run import Member, member_dir, run_population
+
+    seeds = list(configs)
+    first = configs[seeds[0]]
+    game = first.game.name
+    members = [Member(f"seed-{seed}", seed, (), config) for seed, config in configs.items()]
+    folders = [member_dir(folder, m) for m in members]
+
+    def results():
+        return [
+            dataclasses.replace(read_result(f, game, seed, REFERENCES[game]), members=len(members))
+            for f, seed in zip(folders, seeds, strict=True)
+        ]
+
+    problem = population_folder_problem(folder, configs)
+    if problem is None and all(finished(f, budget_s) for f in folders):
+        try:
+            found = results()
+            echo(f"{folder}: finished before, read as it is")
+            return found
+        except BrokenRun as exc:
+            problem = str(exc)
+    saved = [(f / "checkpoint.pt").exists() for f in folders]
+    if problem is None and folder.exists() and any(folder.iterdir()) and not all(saved):
+        problem = "not every member has a checkpoint to continue from"
+    if problem is not None:
+        aside = set_aside(folder)
+        echo(f"{folder}: {problem}; moved to {aside.name}, training it again")
+        saved = [False]
+    echo(f"{game} seeds {', '.join(map(str, seeds))}: training as one population into {folder}")
+
+    def on_row(row: dict) -> bool:
+        return budget_s is not None and row["time_s"] >= budget_s
+
+    resume = folder if all(saved) else None
+    run_population(first, members, out=None if resume else folder, resume=resume,
+                   echo=lambda *a, **k: None, on_row=on_row)  # fmt: skip
+    try:
+        return results()
+    except BrokenRun as exc:
+        raise BrokenRun(f"{folder}: {exc}; move the folder aside to train it again") from None
+
+
 def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str, sets):
     """The default config of ``game`` and ``algo`` (see ``learner_of``) with ``--set`` items,
     the seed, the device, no progress bar and no curves.png (the suite draws its own)."""
@@ -222,12 +303,32 @@ def learner_of(game: str, algo: str | None) -> str:
     return algo or preset_learner(game)
 
 
+def as_population(configs: dict, solo: bool) -> bool:
+    """Whether a game's seeds (``configs``: seed -> config) train as one population: more than
+    one seed, a learner that trains populations, and no ``--solo``."""
+    if solo or len(configs) < 2:
+        return False
+    from fasttrain.learners.ppo_population import population_problem
+
+    return population_problem(next(iter(configs.values()))) is None
+
+
 def run_suite(
-    games, seeds, algo: str | None, budget_s, steps, device: str, sets, out, echo=click.echo
+    games,
+    seeds,
+    algo: str | None,
+    budget_s,
+    steps,
+    device: str,
+    sets,
+    out,
+    echo=click.echo,
+    solo: bool = False,
 ) -> list[RunResult]:
     """Train every game x seed not finished in ``out`` yet, each with ``algo`` (None: the
-    game's own learner), then write the table, the JSON and the picture; returns every run's
-    result."""
+    game's own learner), a game's seeds as one population where its learner trains
+    populations (``solo``: one after another), then write the table, the JSON and the
+    picture; returns every run's result."""
     from fasttrain import games as registry
     from fasttrain.bench.report import load_average
 
@@ -247,18 +348,27 @@ def run_suite(
     load = load_average()  # before the first run: the machine's load, not the suite's own
     results = []
     started = time.perf_counter()
-    for (game, seed), config in configs.items():
-        run_dir = out / f"{game}-{learner_of(game, algo)}-seed{seed}"
-        result = read_or_train(config, run_dir, seed, budget_s, echo)
-        echo(
-            f"  final {REFERENCES[game].metric} {result.final:.2f} (best row {result.best:.2f}) "
-            f"after {result.steps:,} steps in {result.seconds:.0f} s at {result.sps:,.0f} SPS"
-        )
-        results.append(result)
+    for game in games:
+        mine = {seed: configs[game, seed] for seed in seeds}
+        name = f"{game}-{learner_of(game, algo)}"
+        if as_population(mine, solo):
+            found = read_or_train_population(mine, out / f"{name}-population", budget_s, echo)
+        else:
+            found = [read_or_train(c, out / f"{name}-seed{s}", s, budget_s, echo)
+                     for s, c in mine.items()]  # fmt: skip
+        for result in found:
+            echo(
+                f"  seed {result.seed}: final {REFERENCES[game].metric} {result.final:.2f} "
+                f"(best row {result.best:.2f}) after {result.steps:,} steps in "
+                f"{result.seconds:.0f} s at {result.sps:,.0f} SPS"
+            )
+        results.extend(found)
     changes = [f"--set {item}" for item in sets]  # what this call changed, for the header
     for flag, value in (("--algo", algo), ("--steps", steps), ("--budget", budget_s)):
         if value:
             changes.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
+    if solo:
+        changes.append("--solo")
     write(results, out, time.perf_counter() - started, load, changes)
     return results
 
@@ -285,7 +395,8 @@ def table(results: list[RunResult]) -> str:
     """The Markdown table of ``learning.md``: one row per game."""
     header = (
         "| game | algo | seeds | median final | worst final | reference | "
-        "s to 50% (median) | s to 90% (median) | SPS (median) | precision | s per run |"
+        "s to 50% (median) | s to 90% (median) | SPS (median) | precision | s per run | "
+        "trained | s, all seeds |"
     )
     lines = [header, "|" + " --- |" * (header.count("|") - 1)]
     for game in dict.fromkeys(r.game for r in results):
@@ -300,9 +411,25 @@ def table(results: list[RunResult]) -> str:
             f"{_seconds([r.to_reference['90%'] for r in runs])} | "
             f"{_median([r.sps for r in runs]):,.0f} | "
             f"{', '.join(sorted({r.precision for r in runs}))} | "
-            f"{_median([r.seconds for r in runs]):.0f} |"
+            f"{_median([r.seconds for r in runs]):.0f} | {_trained(runs)} | "
+            f"{_all_seconds(runs):.0f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _trained(runs: list[RunResult]) -> str:
+    """How a game's seeds trained: one population (a process) or one run after another."""
+    if len(runs) > 1 and all(r.members == len(runs) for r in runs):
+        return f"one population of {len(runs)}"
+    return "one by one"
+
+
+def _all_seconds(runs: list[RunResult]) -> float:
+    """The training seconds all of a game's seeds took: a population's (its members train at
+    once), or the sum of runs made one after another."""
+    if _trained(runs).startswith("one population"):
+        return max(r.seconds for r in runs)
+    return sum(r.seconds for r in runs)
 
 
 def write(results: list[RunResult], out: Path, wall_s: float, load_at_start, changes=()) -> None:
@@ -323,7 +450,8 @@ def write(results: list[RunResult], out: Path, wall_s: float, load_at_start, cha
     text = (
         f"Learning with the default presets ({algos}){changed}, {machine.get('cpu', '?')}, "
         f"{cores} cores, {when}. Final: the mean of the metrics rows in the last "
-        f"{FINAL_SHARE:.0%} of a run's steps; seconds are training seconds.\n\n"
+        f"{FINAL_SHARE:.0%} of a run's steps; seconds are training seconds (a population's: "
+        "every member's, its members training at once).\n\n"
     ) + table(results)
     write_atomic(out / "learning.md", text)
     payload = {

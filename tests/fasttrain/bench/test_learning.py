@@ -33,6 +33,7 @@ SMALL = [
 def suite(tmp_path_factory):
     out = tmp_path_factory.mktemp("learning") / "suite"
     args = ["bench", "--learning", "--game", "cartpole", "--game", "snake", "--seeds", "0,1"]
+    args += ["--solo"]  # each seed its own run (populations: below)
     result = CliRunner().invoke(main, [*args, "--steps", "2048", "--out", str(out), *SMALL])
     assert result.exit_code == 0, result.output + repr(result.exception)
     return out, result.output
@@ -47,14 +48,17 @@ def test_the_suite_trains_every_game_and_seed_and_writes_its_table(suite):
     lines = (out / "learning.md").read_text().splitlines()
     # the header names what the call changed: these are not the presets' own runs
     assert lines[0].startswith("Learning with the default presets (ppo) with --set game.snake")
-    assert "--set model.hidden=32 --steps 2048, " in lines[0]
+    assert "--set model.hidden=32 --steps 2048 --solo, " in lines[0]
     rows = [line for line in lines if line.startswith("| cartpole") or line.startswith("| snake")]
     assert len(rows) == 2
     cells = rows[0].strip("|").split("|")
     assert [c.strip() for c in cells[:3]] == ["cartpole", "ppo", "0, 1"]
     assert "475 return" in cells[5]
     data = json.loads((out / "learning.json").read_text())
-    assert data["changes"][-2:] == ["--set model.hidden=32", "--steps 2048"]
+    assert data["changes"][-3:] == ["--set model.hidden=32", "--steps 2048", "--solo"]
+    seconds = [r["seconds"] for r in data["runs"] if r["game"] == "cartpole"]
+    assert cells[11].strip() == "one by one"
+    assert float(cells[12]) == pytest.approx(sum(seconds), abs=0.51)  # one after another
     finals = {(r["game"], r["seed"]): r["final"] for r in data["runs"]}
     assert set(finals) == {("cartpole", 0), ("cartpole", 1), ("snake", 0), ("snake", 1)}
     median = statistics.median([finals["cartpole", 0], finals["cartpole", 1]])
@@ -241,3 +245,66 @@ def test_the_table_names_the_learner_of_each_game():
     text = learning.table([result("minatar-seaquest", "pqn", 0), result("snake", "ppo", 1)])
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in text.splitlines()}
     assert rows["minatar-seaquest"] == "pqn" and rows["snake"] == "ppo"
+
+
+def test_a_games_seeds_train_as_one_population_and_the_table_says_so(tmp_path):
+    """PPO's seeds are one population (``fasttrain run --seeds``): one member directory per
+    seed, the table's row says so and counts the population's seconds once; a second call
+    reads it; a learner without populations (PQN) trains its seeds one by one."""
+    out = tmp_path / "suite"
+    args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0,1", "--steps", "2048"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), *SMALL])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert "training as one population into" in result.output
+    folder = out / "cartpole-ppo-population"
+    assert json.loads((folder / "population.json").read_text())["seeds"] == [0, 1]
+    for seed in (0, 1):
+        summary = json.loads((folder / f"seed-{seed}" / "summary.json").read_text())
+        assert summary["global_step"] == 2048 and summary["member"]["seed"] == seed
+    data = json.loads((out / "learning.json").read_text())
+    assert [(r["seed"], r["members"]) for r in data["runs"]] == [(0, 2), (1, 2)]
+    [row] = [line for line in (out / "learning.md").read_text().splitlines()
+             if line.startswith("| cartpole")]  # fmt: skip
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[11] == "one population of 2"
+    assert float(cells[12]) == pytest.approx(max(r["seconds"] for r in data["runs"]), abs=0.51)
+    before = (folder / "seed-1" / "metrics.csv").read_bytes()
+    again = CliRunner().invoke(main, [*args, "--out", str(out), *SMALL])
+    assert again.exit_code == 0, again.output + repr(again.exception)
+    assert f"{folder}: finished before, read as it is" in again.output
+    assert "training" not in again.output
+    assert (folder / "seed-1" / "metrics.csv").read_bytes() == before
+    pqn = CliRunner().invoke(main, [*args, "--algo", "pqn", "--out", str(out), *SMALL])
+    assert pqn.exit_code == 0, pqn.output + repr(pqn.exception)
+    assert (out / "cartpole-pqn-seed0").is_dir() and (out / "cartpole-pqn-seed1").is_dir()
+    assert "one by one" in (out / "learning.md").read_text()
+
+
+def test_a_population_the_budget_cut_trains_on_under_more_and_another_is_set_aside(tmp_path):
+    """--budget stops the whole population at one boundary (every member saved, marked
+    stopped early); a larger budget resumes every member from its checkpoint; a population
+    folder of other seeds is set aside, never deleted, and trained again."""
+    out = tmp_path / "suite"
+    base = ["bench", "--learning", "--game", "cartpole", "--steps", "1000000", "--out", str(out)]
+    folder = out / "cartpole-ppo-population"
+
+    def call(*extra):
+        result = CliRunner().invoke(main, [*base, *SMALL, *extra])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return result.output
+
+    call("--seeds", "0,1", "--budget", "0.3")
+    summaries = [json.loads((folder / f"seed-{s}" / "summary.json").read_text()) for s in (0, 1)]
+    assert all(s["stopped_early"] for s in summaries), summaries
+    assert len({s["global_step"] for s in summaries}) == 1
+    assert summaries[0]["global_step"] < 1_000_000
+    with open(folder / "seed-0" / "metrics.csv", newline="") as f:
+        used = float(list(csv.DictReader(f))[-1]["time_s"])
+    assert "training as one population" in call("--seeds", "0,1", "--budget", str(used + 0.5))
+    for seed in (0, 1):
+        after = json.loads((folder / f"seed-{seed}" / "summary.json").read_text())
+        assert after["global_step"] > summaries[0]["global_step"]
+    output = call("--seeds", "0,2", "--budget", "0.3")
+    assert "trains seeds 0, 2; moved to cartpole-ppo-population.old, training it again" in output
+    assert (out / "cartpole-ppo-population.old" / "seed-1" / "checkpoint.pt").exists()
+    assert json.loads((folder / "population.json").read_text())["seeds"] == [0, 2]
