@@ -586,7 +586,15 @@ def eval_command(
     default=None,
     help="Seed of the TPE sampler (sweep.seed).",
 )
-def sweep_command(config_file, out, trials, sets, seed):
+@click.option(
+    "--population",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Trials trained at a time as one PPO population in this process (their params must "
+    "be settings members may vary: see docs/training.md, Populations).",
+)
+def sweep_command(config_file, out, trials, sets, seed, population):
     """Search hyperparameters with Optuna; every trial is a run directory in --out."""
     from fasttrain import config as cfg
     from fasttrain import sweep, sweepfile
@@ -602,7 +610,7 @@ def sweep_command(config_file, out, trials, sets, seed):
         main_thread = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
         try:
-            results = sweep.sweep(spec, out)
+            results = sweep.sweep(spec, out, population=population)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)

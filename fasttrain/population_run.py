@@ -213,8 +213,9 @@ def run_population(config: Config, members, out=None, resume=None, echo=print, o
     ``out``, or continue the population in ``resume`` (its members read from its
     ``population.json``, their configs from their checkpoints, with ``config``'s total steps);
     returns the population's summary. ``on_row(row)`` sees every member's metrics rows, as
-    ``runner.run``'s: a true answer ends the whole population at that boundary, as if it had
-    finished (every member's checkpoint and summary, with ``stopped_early``)."""
+    ``runner.run``'s (a list: member ``k``'s rows go to ``on_row[k]``): a true answer ends that
+    member there, as if it had finished (its checkpoint, its summary with ``stopped_early``),
+    and the others go on; an exception it raises ends the population."""
     from fasttrain import checkpoint, runner
     from fasttrain.learners.ppo_population import PopulationTrainer, population_problem
 
@@ -269,8 +270,9 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
         view = MemberView(trainer, k, m.config)
         state = states[k] if states is not None else None
         parts_config = dataclasses.replace(m.config, log=quiet)
+        mine = on_row[k] if isinstance(on_row, (list, tuple)) else on_row
         member_parts.append(
-            runner._parts(parts_config, view, folder, state, None, _silent, on_row, SINGLE)
+            runner._parts(parts_config, view, folder, state, None, _silent, mine, SINGLE)
         )
         views.append(view)
     _write_population(out, members, None)
@@ -282,7 +284,7 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
         f"{config.game.name} | ppo | {trainer.n} envs x {trainer.args.num_steps} steps each | "
         f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
     )
-    live = set(range(len(members)))
+    live, diverged = set(range(len(members))), set()
     first_step, stopped_by = trainer.global_step, None
     start = last_line = time.perf_counter()
     stop = runner.StopSignals(twice_stops_at_once=True)
@@ -298,22 +300,24 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
                 due = trainer.iteration % config.log.csv_every == 0 or last
                 now = time.perf_counter()
                 env_state = trainer.env.state_dict() if _saving(trainer, config, last) else None
-                ended = False  # a part ended the run here: a signal, or on_row (the same
-                # boundary for every member: their clocks and rows are the population's)
                 for k in sorted(live):
                     views[k].env_state = env_state
                     boundary = Boundary(views[k], losses[k], now, last, signum, due)
                     try:
-                        for part in member_parts[k].parts:
-                            if part.after_iteration(boundary):
-                                stopped_by, ended = signum, True
+                        ends = [part.after_iteration(boundary) for part in member_parts[k].parts]
                     except RunError as exc:  # this member's NaN guard: it stops alone
                         live.discard(k)
+                        diverged.add(k)
                         echo(f"member {members[k].name} stopped: {exc}")
+                        continue
+                    if any(ends) and signum is None:  # its on_row: it ends alone, as finished
+                        live.discard(k)
+                    elif any(ends):
+                        stopped_by = signum
                 if now - last_line >= config.log.interval_s or last or not live:
                     last_line = now
                     echo(_line(trainer, member_parts, live, now - start, first_step))
-                if last or ended:
+                if last or stopped_by is not None:
                     break
     finally:
         for parts in member_parts:
@@ -323,7 +327,7 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
     for k, (m, view) in enumerate(zip(members, views, strict=True)):
         summary = runner._summary(m.config, view, member_dir(out, m), member_parts[k],
                                   first_step, stopped_by, None, SINGLE)  # fmt: skip
-        summary["stopped_alone"] = k not in live
+        summary["stopped_alone"] = k in diverged
         summary["member"] = {"seed": m.seed, "sets": list(m.sets)}
         write_atomic(member_dir(out, m) / "summary.json", json.dumps(summary, indent=2) + "\n")
         summaries.append(summary)
@@ -335,7 +339,7 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
         echo(f"\ninterrupted ({name}): every member's checkpoint saved at step "
              f"{trainer.global_step:,} in {out}")  # fmt: skip
         raise runner.RunInterrupted(stopped_by)
-    if not live:
+    if len(diverged) == len(members):
         raise RunError(
             f"every member stopped on non-finite updates; their last good checkpoints are in {out}"
         )

@@ -31,6 +31,14 @@ from its best mean so far: monotone, in the study's direction. Points of time or
 than iterations keep trials with different ``num_envs`` comparable. Only the first seed's run
 reports.
 
+Populations (``--population N``): ``N`` trials at a time train side by side as one PPO
+population in one process (``fasttrain.population_run``), in ``DIR/population-0000/`` (the
+number of its first trial), each trial's seeds its members ``trial-0000`` (``-seed<n>``): normal
+run directories. Every param must be a learner setting members may vary
+(``learners.ppo_population.VARIABLE``), refused in one line before any trial otherwise. A trial
+that reaches its target, its budget or its pruning point stops alone, the others go on; a
+population's ``budget_s`` is its own training seconds, every member training at once.
+
 The study lives in ``DIR/study.db`` (Optuna's SQLite storage): the same sweep into the same
 ``DIR`` again continues it up to ``trials`` finished trials; another ``[sweep]`` or base config
 there is refused. The TPE sampler is seeded with ``seed``: a fresh sweep tries the same params
@@ -186,17 +194,46 @@ class Watch:
 # ------------------------------------------------------------------------------- STUDY
 
 
-def sweep(source, out=None, sets=(), trials=None, seed=None, echo=click.echo) -> list:
+def population_problem(spec: Sweep) -> str | None:
+    """None where ``spec``'s trials can train as one population, else why not (one line): the
+    base config must train as one, and every param be a setting members may vary (checked by
+    building the trials of every param's first and last value)."""
+    from fasttrain.learners.ppo_population import population_problem as learner_problem
+    from fasttrain.learners.ppo_population import variants_problem
+
+    problem = learner_problem(spec.base)
+    if problem:
+        return f"sweep --population: {problem}"
+    ends = [{}, {}]
+    for p in spec.params:
+        first, last = (p.choices[0], p.choices[-1]) if p.choices else (p.low, p.high)
+        ends[0][p.key], ends[1][p.key] = first, last
+    try:
+        configs = [spec.trial_config(values) for values in ends]
+    except ConfigError as exc:
+        return f"sweep --population: {str(exc).splitlines()[0]}"
+    problem = variants_problem(configs[0], configs[1:])
+    return None if problem is None else f"sweep --population: {problem}"
+
+
+def sweep(
+    source, out=None, sets=(), trials=None, seed=None, echo=click.echo, population: int = 1
+) -> list:
     """Run a sweep into ``out`` and return every trial of its study as TrialResult, best first.
 
     ``source``: a Sweep, or the path of a sweep file (with ``sets``, ``trials`` and ``seed`` as
-    ``load`` takes them). Ctrl-C stops the trial in flight at an iteration boundary, writes
-    trials.csv and best.toml, prints the table and re-raises.
+    ``load`` takes them); ``population``: trials trained at a time as one population. Ctrl-C
+    stops the trials in flight at an iteration boundary, writes trials.csv and best.toml,
+    prints the table and re-raises.
     """
     optuna = require_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = source if isinstance(source, Sweep) else load(source, sets, trials, seed)
     s = spec.settings
+    if population > 1:
+        problem = population_problem(spec)
+        if problem:
+            raise ConfigError(problem)
     out = Path(out or default_out(spec.base))
     study = open_study(spec, out, optuna)
     distributions = {p.key: p.distribution() for p in spec.params}
@@ -206,20 +243,27 @@ def sweep(source, out=None, sets=(), trials=None, seed=None, echo=click.echo) ->
     else:
         goal = f"{s.objective.replace('_', ' ')}, higher is better"
     budget = f"{s.budget_s:g} s per trial" if s.budget_s else "no time limit"
+    at_once = f" | {population} trials at a time as one population" if population > 1 else ""
     echo(
         f"fasttrain sweep: {s.trials} trials of {spec.base.game.name} {spec.base.run.algo}"
-        f"{f' ({done} done)' if done else ''} | {s.objective} ({goal}) | {budget} | {out}"
+        f"{f' ({done} done)' if done else ''} | {s.objective} ({goal}) | {budget}{at_once} | "
+        f"{out}"
     )
-    trial = None
+    asked: list = []
     try:
         while _finished(study, optuna) < s.trials:
-            trial = study.ask(distributions)
-            finished = _run_trial(spec, study, trial, out, echo, optuna)
-            echo(_line(_result(finished, optuna), spec))
-            trial = None
+            wanted = min(population, s.trials - _finished(study, optuna))
+            asked = [study.ask(distributions) for _ in range(wanted)]
+            if len(asked) == 1:
+                finished = [_run_trial(spec, study, asked[0], out, echo, optuna)]
+            else:
+                finished = _run_population(spec, study, asked, out, echo, optuna)
+            for trial in finished:
+                echo(_line(_result(trial, optuna), spec))
+            asked = []
             write_results(spec, study, out, optuna)
     except KeyboardInterrupt:
-        if trial is not None:
+        for trial in asked:
             trial.set_user_attr("note", "interrupted")
             study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         results = write_results(spec, study, out, optuna)
@@ -254,7 +298,8 @@ def open_study(spec: Sweep, out: Path, optuna):
 
     db = out / "study.db"
     check_writable(out)
-    if not check_regular(db, "read") and out.is_dir() and any(out.glob("trial-*")):
+    made = out.is_dir() and (any(out.glob("trial-*")) or any(out.glob("population-*")))
+    if not check_regular(db, "read") and made:
         raise ConfigError(f"{out} holds trial directories but no study.db; choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -338,6 +383,90 @@ def _run_trial(spec: Sweep, study, trial, out: Path, echo, optuna):
     )
     trial.set_user_attr("note", note)
     return study.tell(trial, statistics.median(values))
+
+
+class MemberWatch:
+    """A population member's ``on_row``: the trial's ``Watch``, its pruning kept as a note (a
+    pruned member ends alone; the others go on)."""
+
+    def __init__(self, watch: Watch):
+        self.watch, self.pruned = watch, None
+
+    def __call__(self, row: dict) -> bool:
+        import optuna
+
+        try:
+            return self.watch(row)
+        except optuna.TrialPruned as exc:
+            self.pruned = str(exc)
+            return True
+
+
+def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -> list:
+    """Run ``trials`` (each with its seeds) as one population, tell the study how each ended
+    and return the finished trials."""
+    from fasttrain.population_run import Member, run_population
+
+    FAIL, PRUNED = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED
+    folder = out / f"population-{trials[0].number:04d}"
+    members, watches, plan = [], [], []  # plan: per trial, its members' indices
+    try:
+        for trial in trials:
+            first = spec.trial_config(trial.params)
+            mine, dirs = [], []
+            for i in range(spec.settings.seeds):
+                seed = first.run.seed + i
+                name = f"trial-{trial.number:04d}"
+                name += f"-seed{seed}" if spec.settings.seeds > 1 else ""
+                config = spec.trial_config(
+                    trial.params, {"run": {"seed": seed}, "log": {"progress": False}}
+                )
+                mine.append(len(members))
+                members.append(Member(name, seed, (), config))
+                watches.append(MemberWatch(Watch(spec, trial if i == 0 else None)))
+                dirs.append(str(folder / name))
+            trial.set_user_attr("run_dirs", dirs)
+            plan.append(mine)
+    except ConfigError as exc:  # the sampled values make an invalid config: every trial fails
+        for trial in trials:
+            trial.set_user_attr("note", str(exc).splitlines()[0])
+        return [study.tell(t, state=FAIL) for t in trials]
+
+    def quiet(line="", **kwargs):  # the population's lines would drown the table
+        if str(line).lstrip().startswith(("warning", "member")):
+            echo(f"trials {trials[0].number}-{trials[-1].number}: {str(line).strip()}", **kwargs)
+
+    try:
+        result = run_population(members[0].config, members, out=folder, echo=quiet,
+                                on_row=watches)  # fmt: skip
+    except ConfigError as exc:
+        note = str(exc).splitlines()[0]
+        for trial in trials:
+            trial.set_user_attr("note", note)
+        return [study.tell(t, state=FAIL) for t in trials]
+    except RunError as exc:  # every member diverged
+        note = str(exc).splitlines()[0]
+        for trial in trials:
+            trial.set_user_attr("note", note)
+        return [study.tell(t, state=FAIL) for t in trials]
+    rows = result["member_rows"]
+    finished = []
+    for trial, mine in zip(trials, plan, strict=True):
+        first = watches[mine[0]]
+        if first.pruned is not None:
+            trial.set_user_attr("note", first.pruned)
+            finished.append(study.tell(trial, state=PRUNED))
+            continue
+        if any(rows[k]["stopped_alone"] for k in mine):
+            trial.set_user_attr("note", "stopped on non-finite updates")
+            finished.append(study.tell(trial, state=FAIL))
+            continue
+        notes = [watches[k].watch.note() for k in mine]
+        values = [watches[k].watch.value() for k in mine]
+        note = notes[0] if len(notes) == 1 else f"median of {len(notes)} seeds; first: {notes[0]}"
+        trial.set_user_attr("note", note)
+        finished.append(study.tell(trial, statistics.median(values)))
+    return finished
 
 
 # ------------------------------------------------------------------------------- REPORT

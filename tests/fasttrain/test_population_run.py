@@ -125,6 +125,32 @@ def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
     assert summary["stopped_alone"] is True
 
 
+def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go_on(tmp_path):
+    """``on_row`` per member (a sweep's trial at its target): member 0 ends at its second row,
+    its checkpoint and summary there, marked stopped early; member 1 trains to the end."""
+    config = small_snake(run={"amp": "off"}, game={"snake": {"ppo": {"total_timesteps": 1024}}},
+                         log={"csv_every": 1})  # fmt: skip
+    seen = [[], []]
+
+    def watch(k, stop_at):
+        def on_row(row):
+            seen[k].append(row["global_step"])
+            return len(seen[k]) == stop_at
+
+        return on_row
+
+    out = tmp_path / "pop"
+    run_population(config, members(config, (4, 5)), out=out, echo=lambda *a: None,
+                   on_row=[watch(0, 2), watch(1, None)])  # fmt: skip
+    assert len(seen[0]) == 2 and seen[1][-1] == 1024 and len(seen[1]) > 2
+    ended = checkpoint.load(out / "seed-4")
+    assert ended["global_step"] == seen[0][-1] == int(rows(out / "seed-4")[-1]["global_step"])
+    summary = json.loads((out / "seed-4" / "summary.json").read_text())
+    assert summary["stopped_early"] is True and summary["stopped_alone"] is False
+    assert checkpoint.load(out / "seed-5")["global_step"] == 1024
+    assert json.loads((out / "seed-5" / "summary.json").read_text())["stopped_early"] is False
+
+
 def test_a_population_whose_every_member_stopped_ends_in_one_error(tmp_path, monkeypatch):
     from fasttrain.errors import RunError
 

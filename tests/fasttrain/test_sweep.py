@@ -120,6 +120,90 @@ budget_s = 60.0
     assert "reached return 5" in row["note"]
 
 
+POPULATION = """
+[sweep]
+trials = 3
+objective = "final_return"
+[sweep.params]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+"ppo.gamma" = { choices = [0.9, 0.99] }
+"""
+
+
+@needs_optuna
+def test_a_population_sweep_trains_its_trials_side_by_side_each_with_its_values(tmp_path):
+    """--population 2: trials 0 and 1 are members of one population (normal run directories
+    in population-0000/), each trained with its sampled values and valued from its own rows;
+    the third trial, alone, is a solo run."""
+    out = tmp_path / "out"
+    result = invoke("--config", str(write(tmp_path, POPULATION)), "--out", str(out),
+                    "--population", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "2 trials at a time as one population" in result.output
+    rows = read_trials(out)
+    assert [row["state"] for row in rows] == ["complete"] * 3
+    dirs = [out / "population-0000" / "trial-0000", out / "population-0000" / "trial-0001",
+            out / "trial-0002"]  # fmt: skip
+    population = json.loads((out / "population-0000" / "population.json").read_text())
+    assert [m["dir"] for m in population["members"]] == ["trial-0000", "trial-0001"]
+    factors = []
+    for row, run_dir in zip(rows, dirs, strict=True):
+        assert row["run_dir"] == str(run_dir)
+        ran = cfg.build([("trial", cfg.load_toml(run_dir / "config.toml"))]).learner
+        assert ran.learning_rate == float(row[LR]) and ran.gamma == float(row["ppo.gamma"])
+        with open(run_dir / "metrics.csv", newline="") as f:
+            table = list(csv.DictReader(f))
+        # the rate it stepped with: the sampled one on the schedule every trial shares
+        factors.append(float(table[0]["charts/learning_rate"]) / float(row[LR]))
+        metrics = [(int(r["global_step"]), float(r["charts/episodic_return"])) for r in table]
+        metrics = [(step, value) for step, value in metrics if math.isfinite(value)]
+        last = metrics[-1][0]
+        tail = [value for step, value in metrics if step >= last - 4096 // 20]
+        assert math.isclose(float(row["value"]), sum(tail) / len(tail))
+    assert rows[0][LR] != rows[1][LR]
+    assert factors == pytest.approx([factors[2]] * 3, rel=1e-5)
+
+
+@needs_optuna
+def test_a_population_sweeps_trials_reach_their_target_and_stop_alone(tmp_path):
+    text = """
+[sweep]
+trials = 2
+objective = "time_to_target"
+target = 5.0
+budget_s = 60.0
+[sweep.params]
+"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
+"""
+    out = tmp_path / "out"
+    result = invoke("--config", str(write(tmp_path, text)), "--out", str(out),
+                    "--population", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for row in read_trials(out):
+        run_dir = out / "population-0000" / f"trial-{int(row['trial']):04d}"
+        summary = json.loads((run_dir / "summary.json").read_text())
+        metrics = list(csv.DictReader(open(run_dir / "metrics.csv", newline="")))
+        first = next(r for r in metrics if math.isfinite(float(r["charts/episodic_return"])))
+        assert summary["stopped_early"] and int(metrics[-1]["global_step"]) == int(
+            first["global_step"]
+        )
+        assert float(row["value"]) == float(first["time_s"]) and "reached return 5" in row["note"]
+
+
+@needs_optuna
+def test_a_population_sweep_of_a_setting_members_cannot_vary_is_one_line(tmp_path):
+    out = tmp_path / "out"
+    result = invoke("--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out),
+                    "--population", "2")  # fmt: skip
+    assert result.exit_code != 0
+    assert one_line(result) == (
+        "Error: sweep --population: members differ in ppo.update_epochs: a population's members "
+        "may vary only ppo.learning_rate, ppo.ent_coef, ppo.vf_coef, ppo.clip_coef, "
+        "ppo.max_grad_norm, ppo.gamma, ppo.gae_lambda"
+    )
+    assert not out.exists()
+
+
 @needs_optuna
 def test_invalid_sampled_configs_fail_with_their_reason_and_params_follow_the_seed(tmp_path):
     # 8 envs x 32 steps = 256 never splits into 3 or 5 minibatches: every trial fails at once

@@ -101,6 +101,14 @@ def test_a_sweep_of_learners_may_set_each_learners_section(tmp_path):
     assert sweep.trial_config({"run.algo": "pqn"}).learner.gamma == 0.9
 
 
+def test_the_example_population_sweep_file_varies_only_what_members_may():
+    from fasttrain.sweep import population_problem
+
+    s = sweepfile.load(ROOT / "examples" / "sweep_cartpole_population.toml")
+    assert s.base.game.name == "cartpole" and len(s.params) == 4
+    assert population_problem(s) is None
+
+
 def test_the_example_sweep_file_is_valid():
     s = sweepfile.load(ROOT / "examples" / "sweep_cartpole.toml")
     assert s.settings.objective == "time_to_target" and s.settings.target == 475.0
