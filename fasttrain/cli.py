@@ -120,16 +120,17 @@ def main():
     "--seeds",
     default=None,
     metavar="LIST",
-    help="Train one PPO member per seed side by side in this process, e.g. 0,1,2 or 0-7: a "
-    "member directory seed-S per seed (see docs/training.md, Populations).",
+    help="Train one member (PPO or PQN) per seed side by side in this process, e.g. 0,1,2 or "
+    "0-7: a member directory seed-S per seed (see docs/training.md, Populations).",
 )
 @click.option(
     "--vary",
     multiple=True,
     metavar="KEY=V1,V2",
     help="With --seeds: one member per seed and value (a grid over every --vary), e.g. "
-    "--vary ppo.learning_rate=1e-3,3e-4 (learning_rate, ent_coef, vf_coef, clip_coef, "
-    "max_grad_norm, gamma, gae_lambda).",
+    "--vary ppo.learning_rate=1e-3,3e-4 (ppo: learning_rate, ent_coef, vf_coef, clip_coef, "
+    "max_grad_norm, gamma, gae_lambda; pqn: learning_rate, max_grad_norm, start_e, end_e, "
+    "exploration_fraction).",
 )
 def run(
     game,
@@ -591,8 +592,8 @@ def eval_command(
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Trials trained at a time as one PPO population in this process (their params must "
-    "be settings members may vary: see docs/training.md, Populations).",
+    help="Trials trained at a time as one PPO or PQN population in this process (their params "
+    "must be settings members may vary: see docs/training.md, Populations).",
 )
 def sweep_command(config_file, out, trials, sets, seed, population):
     """Search hyperparameters with Optuna; every trial is a run directory in --out."""

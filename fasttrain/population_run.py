@@ -1,4 +1,5 @@
-"""``fasttrain run --seeds 0-3``: one process trains one PPO member per seed (issue 53).
+"""``fasttrain run --seeds 0-3``: one process trains one member per seed (issue 53), with PPO
+(``learners/ppo_population.py``) or PQN (``learners/pqn_population.py``).
 
 The run directory holds ``population.json`` (the seeds, their member directories and, at the
 end, each member's final row with the median and the worst) and one member directory per seed,
@@ -78,16 +79,18 @@ class Member:
 
 def parse_vary(items) -> list[tuple[str, tuple[str, ...]]]:
     """``--vary KEY=V1,V2`` items as ``(key, values)``; the key one of the settings members may
-    vary (``learners.ppo_population.VARIABLE``), one line otherwise."""
-    from fasttrain.learners.ppo_population import VARIABLE
+    vary (``POPULATION_VARIABLE`` of ``learners/ppo_config.py`` and ``pqn_config.py``), one
+    line otherwise."""
+    from fasttrain.learners import ppo_config, pqn_config
 
-    allowed = ", ".join(f"ppo.{k}" for k in VARIABLE)
+    variable = {"ppo": ppo_config.POPULATION_VARIABLE, "pqn": pqn_config.POPULATION_VARIABLE}
+    allowed = ", ".join(f"{algo}.{k}" for algo, keys in variable.items() for k in keys)
     out: list[tuple[str, tuple[str, ...]]] = []
     for item in items:
         key, eq, values = str(item).partition("=")
         key = key.strip()
         section, _, name = key.rpartition(".")
-        if not eq or section != "ppo" or name not in VARIABLE:
+        if not eq or name not in variable.get(section, ()):
             raise ConfigError(f"--vary {item!r}: vary one of {allowed} as KEY=V1,V2,...")
         parts = tuple(v.strip() for v in values.split(","))
         if not all(parts) or len(set(parts)) != len(parts):
@@ -208,6 +211,33 @@ class MemberView:
         return self.population.member_state(self.k, self.env_state)
 
 
+LEARNERS = ("ppo", "pqn")  # the learners that train populations
+
+
+def population_trainer(config):
+    """The population trainer class of ``config``'s learner (``learners/ppo_population.py``,
+    ``learners/pqn_population.py``); one line for a learner without one."""
+    if config.run.algo == "ppo":
+        from fasttrain.learners.ppo_population import PopulationTrainer
+
+        return PopulationTrainer
+    if config.run.algo == "pqn":
+        from fasttrain.learners.pqn_population import PQNPopulationTrainer
+
+        return PQNPopulationTrainer
+    raise ConfigError(
+        f"a population trains {' or '.join(LEARNERS)}, not run.algo = {config.run.algo!r}"
+    )
+
+
+def population_problem(config) -> str | None:
+    """None where ``config`` can train as a population, else why not (one line)."""
+    try:
+        return population_trainer(config).problem(config)
+    except ConfigError as exc:
+        return str(exc)
+
+
 def run_population(config: Config, members, out=None, resume=None, echo=print, on_row=None) -> dict:
     """Train ``members`` (``Member``s with their configs) into the population directory
     ``out``, or continue the population in ``resume`` (its members read from its
@@ -217,9 +247,9 @@ def run_population(config: Config, members, out=None, resume=None, echo=print, o
     member there, as if it had finished (its checkpoint, its summary with ``stopped_early``),
     and the others go on; an exception it raises ends the population."""
     from fasttrain import checkpoint, runner
-    from fasttrain.learners.ppo_population import PopulationTrainer, population_problem
 
-    problem = population_problem(config)
+    trainer_class = population_trainer(config)
+    problem = trainer_class.problem(config)
     if problem:
         raise ConfigError(problem)
     resuming = resume is not None
@@ -248,7 +278,8 @@ def run_population(config: Config, members, out=None, resume=None, echo=print, o
                 states.append(state)
                 resumed.append(dataclasses.replace(m, config=saved))
             members = resumed
-        trainer = PopulationTrainer(config, [m.seed for m in members], [m.config for m in members])
+        seeds, configs = [m.seed for m in members], [m.config for m in members]
+        trainer = trainer_class(config, seeds, configs)
         if states is not None:
             trainer.load_members(states)
         lock.acquire()  # creates the folder: every check has passed
@@ -281,7 +312,8 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
     shape = f"{len(seeds)} seeds x {variants} variants" if variants > 1 else "seeds"
     echo(
         f"fasttrain: population of {len(members)} ({shape} {', '.join(map(str, seeds))}) on "
-        f"{config.game.name} | ppo | {trainer.n} envs x {trainer.args.num_steps} steps each | "
+        f"{config.game.name} | {config.run.algo} | {trainer.n} envs x {trainer.args.num_steps} "
+        "steps each | "
         f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
     )
     live, diverged = set(range(len(members))), set()

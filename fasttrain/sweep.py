@@ -31,13 +31,14 @@ from its best mean so far: monotone, in the study's direction. Points of time or
 than iterations keep trials with different ``num_envs`` comparable. Only the first seed's run
 reports.
 
-Populations (``--population N``): ``N`` trials at a time train side by side as one PPO
+Populations (``--population N``): ``N`` trials at a time train side by side as one PPO or PQN
 population in one process (``fasttrain.population_run``), in ``DIR/population-0000/`` (the
 number of its first trial), each trial's seeds its members ``trial-0000`` (``-seed<n>``): normal
 run directories. Every param must be a learner setting members may vary
-(``learners.ppo_population.VARIABLE``), refused in one line before any trial otherwise. A trial
-that reaches its target, its budget or its pruning point stops alone, the others go on; a
-population's ``budget_s`` is its own training seconds, every member training at once.
+(``POPULATION_VARIABLE`` of the learner's config module), refused in one line before any trial
+otherwise. A trial that reaches its target, its budget or its pruning point stops alone, the
+others go on; a population's ``budget_s`` is its own training seconds, every member training at
+once.
 
 The study lives in ``DIR/study.db`` (Optuna's SQLite storage): the same sweep into the same
 ``DIR`` again continues it up to ``trials`` finished trials; another ``[sweep]`` or base config
@@ -198,12 +199,14 @@ def population_problem(spec: Sweep) -> str | None:
     """None where ``spec``'s trials can train as one population, else why not (one line): the
     base config must train as one, and every param be a setting members may vary (checked by
     building the trials of every param's first and last value)."""
-    from fasttrain.learners.ppo_population import population_problem as learner_problem
-    from fasttrain.learners.ppo_population import variants_problem
+    from fasttrain.learners.population_base import variants_problem
+    from fasttrain.population_run import population_problem as learner_problem
+    from fasttrain.population_run import population_trainer
 
     problem = learner_problem(spec.base)
     if problem:
         return f"sweep --population: {problem}"
+    variable = population_trainer(spec.base).VARIABLE
     ends = [{}, {}]
     for p in spec.params:
         first, last = (p.choices[0], p.choices[-1]) if p.choices else (p.low, p.high)
@@ -212,7 +215,7 @@ def population_problem(spec: Sweep) -> str | None:
         configs = [spec.trial_config(values) for values in ends]
     except ConfigError as exc:
         return f"sweep --population: {str(exc).splitlines()[0]}"
-    problem = variants_problem(configs[0], configs[1:])
+    problem = variants_problem(configs[0], configs[1:], variable)
     return None if problem is None else f"sweep --population: {problem}"
 
 

@@ -1,12 +1,12 @@
 """``fasttrain bench --learning``: how good and how fast the agents of the default presets are.
 
 Each chosen game is trained with its defaults (presets included, ``--set`` on top) once per seed.
-Where the game's learner trains populations (PPO, ``learners/ppo_population.py``) its seeds are
-one population, one process (``fasttrain run --seeds``): ``<game>-<algo>-population/seed-S/``
-under ``--out``; otherwise (PQN, DQN, a recurrent core, one seed, or ``--solo``) each seed is its
-own run, one after another: ``<game>-<algo>-seedS/``. A population's seconds are the whole
-population's, every member training at once. The suite then reads every run's ``metrics.csv``
-and writes, beside them:
+Where the game's learner trains populations (PPO and PQN, ``population_run.population_problem``)
+its seeds are one population, one process (``fasttrain run --seeds``):
+``<game>-<algo>-population/seed-S/`` under ``--out``; otherwise (DQN, a recurrent core, one
+seed, or ``--solo``) each seed is its own run, one after another: ``<game>-<algo>-seedS/``. A
+population's seconds are the whole population's, every member training at once. The suite then
+reads every run's ``metrics.csv`` and writes, beside them:
 
 - ``learning.md``: one row per game, with the seeds, the median and worst final score, the
   reference it is measured against, the median training seconds to 50% and 90% of the
@@ -308,7 +308,7 @@ def as_population(configs: dict, solo: bool) -> bool:
     one seed, a learner that trains populations, and no ``--solo``."""
     if solo or len(configs) < 2:
         return False
-    from fasttrain.learners.ppo_population import population_problem
+    from fasttrain.population_run import population_problem
 
     return population_problem(next(iter(configs.values()))) is None
 

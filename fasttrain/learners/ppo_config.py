@@ -11,6 +11,17 @@ from fasttrain.errors import ConfigError
 
 # run.compile = "auto" compiles PPO where it pays (docs/performance.md#torchcompile)
 AUTO_COMPILE = True
+# the settings a population's members may differ in (learners/ppo_population.py): learner
+# scalars that change no buffer, network or kernel
+POPULATION_VARIABLE = (
+    "learning_rate",
+    "ent_coef",
+    "vf_coef",
+    "clip_coef",
+    "max_grad_norm",
+    "gamma",
+    "gae_lambda",
+)
 # the console line's names of PPO's loss columns
 SHORT_NAMES = {
     "losses/policy_loss": "pg",

@@ -1,19 +1,17 @@
 """PPO for a population: ``M`` members, one per seed, trained side by side in one process as
 each would train alone (issue 53).
 
-The members' environments are one buffer of ``M * num_envs`` rows, block ``k`` seeded as the
-solo run with ``seeds[k]`` (``fasttrain.make(seed=[...])``); their networks are one
-``Population`` (stacked weights, one batched forward); their optimizer is one ``PopulationAdam``
-(a step count, moments and learning rate per member, each member's gradient clipped by its own
-norm, a non-finite member skipped alone). Each member keeps its own random stream, seeded as its
-solo run's, and draws from it what the solo trainer draws, in the same order (sampling noise,
-then its minibatch order), so member ``k`` sees the same observations, takes the same actions
-and makes the same update as the solo run with ``run.seed = seeds[k]``, up to the float
+The members' environments, networks, random streams and optimizer are ``population_base``'s.
+Each member draws from its own stream what the solo trainer draws, in the same order (sampling
+noise, then its minibatch order), so member ``k`` sees the same observations, takes the same
+actions and makes the same update as the solo run with ``run.seed = seeds[k]``, up to the float
 rounding of batched matrix products (checked in ``tests/fasttrain/learners/
-test_ppo_population.py``).
+test_ppo_population.py``). An MLP's forward runs as batched matrix products, any other network
+under ``vmap``; members may differ in ``VARIABLE`` (the advantage kernel then reads a
+discount and a trace decay per column).
 
-Feed-forward PPO on single-agent games, every member with the same settings;
-``fasttrain/population_run.py`` gives it its run directory (``fasttrain run --seeds``).
+Feed-forward PPO on single-agent games; ``fasttrain/population_run.py`` gives it its run
+directory (``fasttrain run --seeds``).
 """
 
 from __future__ import annotations
@@ -21,19 +19,16 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
-from fasttrain import distributed
-from fasttrain.errors import ConfigError
-from fasttrain.kernels.env import check_seeds
-from fasttrain.learners.base import Timers, check_memory, start_run
-from fasttrain.learners.optim import adam
+from fasttrain.learners import population_base
+from fasttrain.learners.base import check_memory
+from fasttrain.learners.population_base import PopulationBase
+from fasttrain.learners.ppo_config import POPULATION_VARIABLE
 from fasttrain.learners.rollout import new_rollout
-from fasttrain.population import Population, build_members
-from fasttrain.population_optim import PopulationAdam, population_step
+from fasttrain.population_optim import population_step
 
 LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
@@ -58,96 +53,31 @@ def population_problem(config) -> str | None:
     return None
 
 
-# the settings members may differ in: learner scalars that change no buffer, network or kernel
-VARIABLE = (
-    "learning_rate",
-    "ent_coef",
-    "vf_coef",
-    "clip_coef",
-    "max_grad_norm",
-    "gamma",
-    "gae_lambda",
-)
+VARIABLE = POPULATION_VARIABLE  # the settings members may differ in
 
 
 def variants_problem(config, member_configs) -> str | None:
     """None where every member config differs from ``config`` only in its seed and in
     ``VARIABLE`` learner settings, else the first other difference (one line)."""
-    import dataclasses
-
-    def settings(c):
-        out = {f"run.{k}": v for k, v in dataclasses.asdict(c.run).items() if k != "seed"}
-        out.update({f"model.{k}": v for k, v in dataclasses.asdict(c.model).items()})
-        out.update({f"game.{c.game.name}.{k}": v for k, v in vars(c.params).items()})
-        algo = c.run.algo
-        learner = dataclasses.asdict(c.learner)
-        out.update({f"{algo}.{k}": v for k, v in learner.items() if k not in VARIABLE})
-        out["game"] = c.game.name
-        return out
-
-    base = settings(config)
-    for member in member_configs:
-        theirs = settings(member)
-        for key in sorted(set(base) | set(theirs)):
-            if base.get(key) != theirs.get(key):
-                allowed = ", ".join(f"{config.run.algo}.{k}" for k in VARIABLE)
-                return f"members differ in {key}: a population's members may vary only {allowed}"
-    return None
+    return population_base.variants_problem(config, member_configs, VARIABLE)
 
 
-class PopulationTrainer:
+class PopulationTrainer(PopulationBase):
     """``len(seeds)`` PPO members trained side by side; ``iterate()`` returns each member's
     losses, ``member_stats()`` each member's episode means."""
 
+    ALGO = "ppo"
+    VARIABLE = VARIABLE
+    problem = staticmethod(population_problem)
+
     def __init__(self, config, seeds, member_configs=None):
-        problem = population_problem(config)
-        if problem:
-            raise ConfigError(problem)
-        member_configs = list(member_configs or [config] * len(list(seeds)))
-        problem = variants_problem(config, member_configs)
-        if problem:
-            raise ConfigError(problem)
-        try:
-            self.seeds = seeds = check_seeds(list(seeds))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(str(exc)) from None
-        self.config, self.args = config, config.learner
-        args = self.args
-        self.num_members = M = len(seeds)
-        # the solo run's start (device, threads, one-line refusals of sizes the machine cannot
-        # hold, precision) with the envs seeded per member block
-        self.ctx = start_run(config, M * args.num_envs, env_seed=list(seeds))
-        self.env = env = self.ctx.env
-        self.device = self.ctx.device.torch
-        if env.num_agents != 1:
-            raise ConfigError("a population trains single-agent games for now")
-        self.n = args.num_envs  # each member's envs
-        self.rows = env.num_rows
-        # each member's random stream, seeded as its solo run's (rank 0 of one process)
-        self.generators = [
-            torch.Generator(device=self.device).manual_seed(distributed.rank_seed(s, 0) % 2**63)
-            for s in seeds
-        ]
-        members = build_members(config, seeds, self.device)
-        self.template = members[0]  # a solo network, for a member's solo-format state
-        self.population = Population(members)
-        if len(member_configs) != M:
-            raise ConfigError(f"{len(member_configs)} member configs for {M} seeds")
-        self.member_args = [mc.learner for mc in member_configs]
-
-        def each(name, dtype=torch.float32):  # a setting per member, (M,)
-            values = [float(getattr(a, name)) for a in self.member_args]
-            return torch.tensor(values, dtype=dtype, device=self.device)
-
-        self.lrs = each("learning_rate", torch.float64).cpu()
-        self.optimizer = PopulationAdam(self.population, self.lrs, eps=1e-5)
-        clip = each("clip_coef", torch.float64)  # the ratio's bounds as a float's, in float64
+        super().__init__(config, seeds, member_configs)
+        args, env, M = self.args, self.env, self.num_members
+        clip = self.each("clip_coef", torch.float64)  # the ratio's bounds as a float's, in float64
         self.clip = clip.float()
         self.ratio_low, self.ratio_high = (1 - clip).float(), (1 + clip).float()
-        self.vf_coef = each("vf_coef")
-        self.max_grad_norm = each("max_grad_norm")
-        self.ent_coefs = each("ent_coef")  # the schedule's start, per member
-        self.amp_dtype = self.ctx.amp_dtype
+        self.vf_coef = self.each("vf_coef")
+        self.ent_coefs = self.each("ent_coef")  # the schedule's start, per member
         self.batch_size = args.num_envs * args.num_steps  # per member
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
@@ -160,14 +90,8 @@ class PopulationTrainer:
         if len({(a.gamma, a.gae_lambda) for a in self.member_args}) > 1:
             self.storage.gae = self.member_gae(backend)
         self.ent_coef = self.ent_coefs.clone()  # annealed in place (ppo.anneal_ent)
-        self.iteration, self.global_step = 0, 0
-        self.timers = Timers()
 
     # ------------------------------------------------------------------------------ ROLLOUT
-
-    def by_member(self, rows: torch.Tensor) -> torch.Tensor:
-        """A ``(rows, ...)`` tensor as ``(M, n, ...)``: member ``k``'s block of rows."""
-        return rows.view(self.num_members, self.n, *rows.shape[1:])
 
     def rollout(self) -> None:
         """``num_steps`` steps of every member's envs, each acting with its own policy and
@@ -199,10 +123,7 @@ class PopulationTrainer:
 
     def member_values(self, k: int, obs: torch.Tensor) -> torch.Tensor:
         """Member ``k``'s values of ``obs`` (B, *obs_shape)."""
-        stacked = self.population.stacked
-        tensors = {n: p[k] for n, p in stacked.named_parameters()}
-        tensors.update({n: b[k] for n, b in stacked.named_buffers()})
-        return functional_call(self.population._base[0], tensors, (obs,))[1]
+        return self.member_call(k, obs)[1]
 
     def member_gae(self, backend: str):
         """The advantage kernel with each member's ``gamma`` and ``gae_lambda`` on its columns
@@ -242,20 +163,6 @@ class PopulationTrainer:
 
     # ------------------------------------------------------------------------------ UPDATE
 
-    def minibatch_orders(self) -> torch.Tensor:
-        """Each member's minibatch order over its own batch, drawn from its own stream as the
-        solo run draws it, as flat indices into the whole ``(num_steps * rows)`` storage:
-        ``(M, batch_size)``."""
-        orders = torch.stack(
-            [
-                torch.randperm(self.batch_size, generator=g, device=self.device)
-                for g in self.generators
-            ]
-        )
-        # member k's flat index b = t * n + i is storage row t, column k * n + i
-        members = torch.arange(self.num_members, device=self.device)[:, None]
-        return orders // self.n * self.rows + members * self.n + orders % self.n
-
     def losses(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's PPO loss on its minibatch ``mb`` (M, B) of flat storage indices:
         ``(M,)`` losses and ``(M, 5)`` stats (``LOSS_NAMES``), each as ``ppo.Trainer.loss``."""
@@ -280,12 +187,6 @@ class PopulationTrainer:
             return self.ppo_loss(logits, new_values, *rest)
 
         return vmap(one)(weights, buffers, obs, *batch, *coefs)
-
-    def autocast(self):
-        """The update's mixed precision, as the solo run's (``run.amp``)."""
-        return torch.autocast(
-            self.device.type, self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None
-        )
 
     def ppo_loss(
         self,
@@ -370,206 +271,9 @@ class PopulationTrainer:
             for k, row in enumerate(means)
         ]
 
-    def member_stats(self) -> list[dict]:
-        """Each member's means over the episodes its envs finished since the last call (an
-        empty dict for a member with none), then clear: ``VecEnv.stats`` per member."""
-        arrays = self.env.arrays
-        sums = {
-            name: self.env.to_host(arrays[f"done_{name}"]).reshape(self.num_members, -1).sum(1)
-            for name in ("return", "length", "score", "count")
-        }
-        out = []
-        for k in range(self.num_members):
-            count = int(sums["count"][k])
-            if count == 0:
-                out.append({})
-                continue
-            out.append(
-                {
-                    "return": float(sums["return"][k]) / count,
-                    "length": float(sums["length"][k]) / count,
-                    "score": float(sums["score"][k]) / count,
-                    "episodes": count,
-                }
-            )
-        self.env.stats()  # clears every env's sums
-        return out
-
     # ------------------------------------------------------------------------------ STATE
 
-    def state_dict(self) -> dict:
-        """Everything needed to continue the whole population bit for bit (host copies)."""
+    def carried(self) -> dict[str, torch.Tensor]:
+        """Where the next rollout starts: its observations and episode-start flags."""
         s = self.storage
-        return {
-            "learner": "ppo-population",
-            "seeds": list(self.seeds),
-            "global_step": self.global_step,
-            "iteration": self.iteration,
-            "weights": {
-                n: t.detach().cpu().clone() for n, t in self.population.stacked.state_dict().items()
-            },  # fmt: skip
-            "optimizer": {
-                k: [t.cpu() for t in v] if isinstance(v, list) else v.cpu()
-                for k, v in self.optimizer.state_dict().items()
-            },
-            "env": self.env.state_dict(),
-            "generators": [g.get_state() for g in self.generators],
-            "next_obs": s.obs[0].cpu().clone(),
-            "next_episode_starts": s.episode_starts[0].cpu().clone(),
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from ``state_dict()`` output of a population of the same seeds and sizes;
-        one line (``ConfigError``) where it does not fit, before anything changes."""
-        if not isinstance(state, dict) or state.get("learner") != "ppo-population":
-            raise ConfigError("not a PPO population's state")
-        if state.get("seeds") != list(self.seeds):
-            raise ConfigError(
-                f"the state is of seeds {state.get('seeds')}, this population's are "
-                f"{list(self.seeds)}: resume it with the same seeds"
-            )
-        own = self.population.stacked.state_dict()
-        weights = state.get("weights")
-        if not isinstance(weights, dict) or {n: tuple(t.shape) for n, t in weights.items()} != {
-            n: tuple(t.shape) for n, t in own.items()
-        }:
-            raise ConfigError("the state's weights do not fit this population's network")
-        generators = state.get("generators")
-        if not isinstance(generators, list) or len(generators) != self.num_members:
-            raise ConfigError("the state holds no random stream per member")
-        try:
-            self.env.load_state_dict(state["env"])
-            self.optimizer.load_state_dict(
-                {
-                    k: [t.to(self.device) for t in v] if isinstance(v, list) else v.to(self.device)
-                    for k, v in state["optimizer"].items()
-                }  # fmt: skip
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(f"the state does not fit this population: {exc}") from None
-        with torch.no_grad():
-            for name, tensor in own.items():
-                tensor.copy_(weights[name])
-        for g, saved in zip(self.generators, generators, strict=True):
-            g.set_state(saved)
-        self.global_step, self.iteration = int(state["global_step"]), int(state["iteration"])
-        self.storage.obs[0].copy_(state["next_obs"])
-        self.storage.episode_starts[0].copy_(state["next_episode_starts"])
-
-    # ------------------------------------------------------------------ MEMBERS AS SOLO RUNS
-
-    @property
-    def updates_per_iteration(self) -> int:
-        return self.args.update_epochs * self.args.num_minibatches
-
-    def member_state(self, k: int, env_state: dict | None = None) -> dict:
-        """Member ``k``'s state in the solo PPO trainer's checkpoint form (``ppo.Trainer.
-        state_dict``): its weights, its Adam state as ``torch.optim.Adam`` keeps it, its block
-        of the env buffers, its random stream, where its next rollout starts. ``env_state``:
-        ``env.state_dict()``, when the caller read it once for every member."""
-        rows = slice(k * self.n, (k + 1) * self.n)
-        env_state = self.env.state_dict() if env_state is None else env_state
-        s = self.storage
-        return {
-            "learner": "ppo",
-            "global_step": self.global_step,
-            "iteration": self.iteration,
-            "optimizer": self.solo_optimizer_state(k),
-            "env": {name: array[rows].copy() for name, array in env_state.items()},
-            "device": self.device.type,
-            "generator": self.generators[k].get_state(),
-            "torch_rng": torch.get_rng_state(),
-            "model": self.population.member_state_dict(k),
-            "next_obs": s.obs[0][rows].cpu().clone(),
-            "next_episode_starts": s.episode_starts[0][rows].cpu().clone(),
-        }
-
-    def solo_optimizer_state(self, k: int) -> dict:
-        """Member ``k``'s Adam state as the solo run's ``torch.optim.Adam.state_dict()``."""
-        solo = adam(self.template.parameters(), float(self.optimizer.lrs[k]), eps=1e-5)
-        state = solo.state_dict()
-        steps = float(self.optimizer.steps[k])
-        fused = bool(state["param_groups"][0].get("fused"))
-        if steps > 0:
-            for i, (m, v) in enumerate(
-                zip(self.optimizer.exp_avg, self.optimizer.exp_avg_sq, strict=True)
-            ):
-                step = torch.tensor(steps, dtype=torch.float32)
-                state["state"][i] = {
-                    "step": step.to(m.device) if fused else step,
-                    "exp_avg": m[k].detach().clone(),
-                    "exp_avg_sq": v[k].detach().clone(),
-                }
-        return state
-
-    def load_members(self, states: list[dict]) -> None:
-        """Continue from each member's solo-format state (``member_state``), in member order:
-        the population's state put together from them, then ``load_state_dict`` (which checks
-        every shape before anything changes). Members at different iterations are refused."""
-        if len(states) != self.num_members:
-            raise ConfigError(f"{len(states)} member states for {self.num_members} members")
-        steps = {(int(st["global_step"]), int(st["iteration"])) for st in states}
-        if len(steps) != 1:
-            raise ConfigError(
-                "the members' checkpoints are at different steps (a run stopped while saving "
-                "them); resume each member alone with --resume SEED_DIR"
-            )
-        ((global_step, iteration),) = steps
-        try:
-            weights = {
-                name: torch.stack([torch.as_tensor(st["model"][name]) for st in states])
-                for name in self.population.stacked.state_dict()
-            }
-            optimizer = self._population_optimizer(states)
-            env = {
-                name: np.concatenate([st["env"][name] for st in states])
-                for name in self.env.state_dict()
-            }
-            next_obs = torch.cat([torch.as_tensor(st["next_obs"]) for st in states])
-            starts = torch.cat([torch.as_tensor(st["next_episode_starts"]) for st in states])
-        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as exc:
-            raise ConfigError(
-                f"a member's checkpoint does not fit this population: {exc}"
-            ) from None
-        self.load_state_dict(
-            {
-                "learner": "ppo-population",
-                "seeds": list(self.seeds),
-                "global_step": global_step,
-                "iteration": iteration,
-                "weights": weights,
-                "optimizer": optimizer,
-                "env": env,
-                "generators": [st["generator"] for st in states],
-                "next_obs": next_obs,
-                "next_episode_starts": starts,
-            }
-        )
-
-    def _population_optimizer(self, states: list[dict]) -> dict:
-        """The population Adam's state from each member's solo Adam state."""
-        lrs, steps, exp_avg, exp_avg_sq = [], [], [], []
-        shapes = [tuple(p.shape[1:]) for p in self.optimizer.params]
-        for st in states:
-            saved = st["optimizer"]
-            lrs.append(float(saved["param_groups"][0]["lr"]))
-            per_param = saved["state"]
-            if per_param:
-                steps.append(float(per_param[0]["step"]))
-                exp_avg.append(
-                    [torch.as_tensor(per_param[i]["exp_avg"]) for i in range(len(shapes))]
-                )
-                exp_avg_sq.append(
-                    [torch.as_tensor(per_param[i]["exp_avg_sq"]) for i in range(len(shapes))]
-                )
-            else:  # no step taken yet
-                steps.append(0.0)
-                exp_avg.append([torch.zeros(shape) for shape in shapes])
-                exp_avg_sq.append([torch.zeros(shape) for shape in shapes])
-        return {
-            "lrs": torch.tensor(lrs, dtype=torch.float32),
-            "steps": torch.tensor(steps, dtype=torch.float64),
-            "exp_avg": [torch.stack(list(ts)) for ts in zip(*exp_avg, strict=True)],
-            "exp_avg_sq": [torch.stack(list(ts)) for ts in zip(*exp_avg_sq, strict=True)],
-            "skipped": torch.zeros(self.num_members, dtype=torch.int64),
-        }
+        return {"next_obs": s.obs[0], "next_episode_starts": s.episode_starts[0]}

@@ -11,6 +11,8 @@ from fasttrain.errors import ConfigError
 
 # run.compile = "auto" leaves PQN eager: compiling measured slower on Breakout and Snake
 AUTO_COMPILE = False
+# the settings a population's members may differ in (learners/pqn_population.py)
+POPULATION_VARIABLE = ("learning_rate", "max_grad_norm", "start_e", "end_e", "exploration_fraction")
 SHORT_NAMES = {"losses/td_loss": "td", "losses/q_values": "q", "charts/epsilon": "eps"}
 
 

@@ -125,6 +125,29 @@ def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
     assert summary["stopped_alone"] is True
 
 
+def test_a_pqn_population_writes_member_directories_that_resume_as_solo_pqn_runs(tmp_path):
+    """--algo pqn --seeds: each member a normal PQN run directory (its checkpoint in the solo
+    PQN form, read by eval and continued alone by --resume), the whole population resumed."""
+    out = tmp_path / "pop"
+    tiny = [item.replace(".ppo.", ".pqn.") for item in TINY]
+    args = ("--algo", "pqn", "--seeds", "0-1", *tiny, "--set", "game.snake.pqn.num_minibatches=4")
+    result = cli_in_process("run", *args, "--steps", "256", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "population of 2 (seeds 0, 1) on snake | pqn |" in result.stdout
+    for seed in (0, 1):
+        state = checkpoint.load(out / f"seed-{seed}")
+        assert state["learner"] == "pqn" and state["global_step"] == 256
+        assert "losses/td_loss" in rows(out / f"seed-{seed}")[-1]
+    evaluated = cli_in_process("eval", "--run", str(out / "seed-1"), "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr
+    resumed = cli_in_process("run", "--resume", str(out), "--steps", "512")
+    assert resumed.returncode == 0, resumed.stderr
+    assert all(checkpoint.load(out / f"seed-{s}")["global_step"] == 512 for s in (0, 1))
+    alone = cli_in_process("run", "--resume", str(out / "seed-0"), "--steps", "640")
+    assert alone.returncode == 0, alone.stderr
+    assert int(rows(out / "seed-0")[-1]["global_step"]) == 640
+
+
 def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go_on(tmp_path):
     """``on_row`` per member (a sweep's trial at its target): member 0 ends at its second row,
     its checkpoint and summary there, marked stopped early; member 1 trains to the end."""
@@ -224,6 +247,7 @@ def test_variants_train_one_member_per_seed_and_value_and_resume(tmp_path):
     "args, words",
     [
         (["--seeds", "0", "--vary", "ppo.num_envs=8,16"], "--vary 'ppo.num_envs=8,16': vary one"),
+        (["--seeds", "0", "--vary", "pqn.q_lambda=0.5,0.6"], "pqn.start_e, pqn.end_e"),
         (["--seeds", "0", "--vary", "ppo.learning_rate"], "as KEY=V1,V2"),
         (["--seeds", "0", "--vary", "ppo.ent_coef=0.1,0.1"], "give distinct values"),
         (["--seeds", "0", "--vary", "ppo.ent_coef=x,y"], "ppo.ent_coef must be float"),

@@ -250,7 +250,7 @@ def test_the_table_names_the_learner_of_each_game():
 def test_a_games_seeds_train_as_one_population_and_the_table_says_so(tmp_path):
     """PPO's seeds are one population (``fasttrain run --seeds``): one member directory per
     seed, the table's row says so and counts the population's seconds once; a second call
-    reads it; a learner without populations (PQN) trains its seeds one by one."""
+    reads it; a learner without populations (DQN) trains its seeds one by one."""
     out = tmp_path / "suite"
     args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0,1", "--steps", "2048"]
     result = CliRunner().invoke(main, [*args, "--out", str(out), *SMALL])
@@ -274,9 +274,9 @@ def test_a_games_seeds_train_as_one_population_and_the_table_says_so(tmp_path):
     assert f"{folder}: finished before, read as it is" in again.output
     assert "training" not in again.output
     assert (folder / "seed-1" / "metrics.csv").read_bytes() == before
-    pqn = CliRunner().invoke(main, [*args, "--algo", "pqn", "--out", str(out), *SMALL])
-    assert pqn.exit_code == 0, pqn.output + repr(pqn.exception)
-    assert (out / "cartpole-pqn-seed0").is_dir() and (out / "cartpole-pqn-seed1").is_dir()
+    dqn = CliRunner().invoke(main, [*args, "--algo", "dqn", "--out", str(out), *SMALL])
+    assert dqn.exit_code == 0, dqn.output + repr(dqn.exception)
+    assert (out / "cartpole-dqn-seed0").is_dir() and (out / "cartpole-dqn-seed1").is_dir()
     assert "one by one" in (out / "learning.md").read_text()
 
 
