@@ -16,12 +16,13 @@ from __future__ import annotations
 import copy
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from fasttrain import games
 from fasttrain.learners.base import one_torch_thread
-from fasttrain.models import ActorCritic, make_policy, make_q_network
+from fasttrain.models import ActorCritic, QNetwork, make_policy, make_q_network
 
 # learners whose trainer builds one network this module can reproduce, and how
 POLICY_LEARNERS = ("ppo",)
@@ -71,9 +72,12 @@ MEMBER_CHUNK_BYTES = 4 << 20
 
 
 def mlp_plan(module: nn.Module) -> list[tuple] | None:
-    """A feed-forward MLP actor-critic's torso as steps the batched fast path runs
-    (``("flatten",)``, ``("linear", name)``, ``("act", fn)``); None for any other network."""
-    if type(module) is not ActorCritic or not isinstance(module.torso, nn.Sequential):
+    """A feed-forward MLP actor-critic's or Q-network's torso as steps the batched fast path
+    runs (``("flatten",)``, ``("linear", name)``, ``("act", fn)``, ``("norm", name, eps)``);
+    None for any other network (a CNN, a recurrent core, a dueling Q-network)."""
+    actor_critic = type(module) is ActorCritic
+    q_network = type(module) is QNetwork and module.value_head is None
+    if not (actor_critic or q_network) or not isinstance(module.torso, nn.Sequential):
         return None
     plan: list[tuple] = []
     for i, layer in enumerate(module.torso):
@@ -83,6 +87,13 @@ def mlp_plan(module: nn.Module) -> list[tuple] | None:
             plan.append(("linear", f"torso.{i}"))
         elif type(layer) in _ACTIVATIONS:
             plan.append(("act", _ACTIVATIONS[type(layer)]))
+        elif (
+            type(layer) is nn.LayerNorm
+            and len(layer.normalized_shape) == 1
+            and layer.elementwise_affine
+            and layer.bias is not None
+        ):
+            plan.append(("norm", f"torso.{i}", layer.eps))
         else:
             return None
     return plan
@@ -124,9 +135,10 @@ class Population(nn.Module):
         for name, tensor in buffers.items():
             _set_tensor(self.stacked, name, tensor, parameter=False)
         self.num_members = len(members)
-        # an MLP actor-critic runs as batched matrix products, not under vmap (whose per-call
-        # cost was most of a small network's step: CartPole, 8 members)
+        # an MLP actor-critic or Q-network runs as batched matrix products, not under vmap
+        # (whose per-call cost was most of a small network's step: CartPole, 8 members)
         self._plan = mlp_plan(first)
+        self._q = type(first) is QNetwork
 
     def __len__(self) -> int:
         return self.num_members
@@ -162,7 +174,8 @@ class Population(nn.Module):
 
     def forward(self, obs: torch.Tensor, *args):
         """Every member's ``forward(obs[k], *args[k])`` stacked: obs ``(M, n, *obs_shape)``; an
-        actor-critic gives ``(logits (M, n, A), values (M, n), state)``."""
+        actor-critic gives ``(logits (M, n, A), values (M, n), state)``, a Q-network its
+        Q-values ``(M, n, A)``."""
         if self._plan is not None and all(a is None for a in args):
             return self._mlp_forward(obs)
         return self.call("forward", obs, *args)
@@ -180,6 +193,8 @@ class Population(nn.Module):
         if per_member < MEMBER_CHUNK_BYTES or len(obs) == 1:
             return self._mlp_members(obs, slice(None))
         outs = [self._mlp_members(obs[k : k + 1], slice(k, k + 1)) for k in range(len(obs))]
+        if self._q:
+            return torch.cat(outs)
         return torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs]), None
 
     def _mlp_members(self, obs: torch.Tensor, members: slice):
@@ -189,8 +204,18 @@ class Population(nn.Module):
                 x = x.flatten(2)
             elif step[0] == "linear":
                 x = self._linear(step[1], x, members)
+            elif step[0] == "norm":  # each member's LayerNorm: the normalisation, its affine
+                weight = self.stacked.get_parameter(f"{step[1]}.weight")[members]  # (m, H)
+                bias = self.stacked.get_parameter(f"{step[1]}.bias")[members]
+                x = torch.addcmul(
+                    bias.unsqueeze(1),
+                    F.layer_norm(x, x.shape[-1:], eps=step[2]),
+                    weight.unsqueeze(1),
+                )
             else:
                 x = step[1](x)
+        if self._q:
+            return self._linear("head", x, members)
         logits = self._linear("actor", x, members)
         return logits, self._linear("critic", x, members).squeeze(-1), None
 

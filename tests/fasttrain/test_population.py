@@ -143,6 +143,32 @@ def test_an_mlp_runs_as_batched_products_with_vmaps_numbers(name):
     assert Population(members("gru"))._plan is None
 
 
+@pytest.mark.parametrize("name", ["cartpole-mlp", "snake-mlp"])
+def test_an_mlp_q_network_with_layer_norm_runs_as_batched_products_with_vmaps_numbers(
+    name, monkeypatch
+):
+    """PQN's Q-network (an MLP with LayerNorm) takes the batched-product path too, whole or
+    member by member, with the numbers vmap gives and gradients to every member's slice."""
+    from fasttrain import population as module
+
+    population = Population(members(name, q=True))
+    assert population._plan is not None and any(s[0] == "norm" for s in population._plan)
+    obs = observations(name)
+    with torch.no_grad():  # LayerNorm affine weights away from their 1 and 0 starts
+        for p in population.stacked.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    generic = population.call("forward", obs)
+    torch.testing.assert_close(population(obs), generic, **TIGHT)
+    monkeypatch.setattr(module, "MEMBER_CHUNK_BYTES", 1)
+    apart = population(obs)
+    torch.testing.assert_close(apart, generic, **TIGHT)
+    apart.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0
+               for p in population.stacked.parameters())  # fmt: skip
+    dueling = [make_q_network((4,), np.float32, 3, NETWORKS["cartpole-mlp"][3], dueling=True)]
+    assert Population(dueling)._plan is None
+
+
 def test_a_large_input_runs_member_by_member_with_the_same_numbers(monkeypatch):
     from fasttrain import population as module
 
