@@ -157,7 +157,7 @@ class Population(nn.Module):
                 out = functional_call(base, (p, b), a, strict=True)
             else:  # the method as a wrapper's forward: its names gain the wrapper's prefix
                 named = ({f"module.{n}": t for n, t in d.items()} for d in (p, b))
-                out = functional_call(_Method(base, method), tuple(named), a, strict=True)
+                out = functional_call(BoundMethod(base, method), tuple(named), a, strict=True)
             if not isinstance(out, tuple):
                 return out
             nones[:] = [i for i, o in enumerate(out) if o is None]
@@ -246,7 +246,7 @@ class Population(nn.Module):
             raise IndexError(f"member {k} out of range: the population has {self.num_members}")
 
 
-class _Method(nn.Module):
+class BoundMethod(nn.Module):
     """``module.<method>`` as a module's forward, so ``functional_call`` can call it."""
 
     def __init__(self, module: nn.Module, method: str):

@@ -3,8 +3,8 @@
 Each chosen game is trained with its defaults (presets included, ``--set`` on top) once per seed.
 Where the game's learner trains populations (PPO and PQN, ``population_run.population_problem``)
 its seeds are one population, one process (``fasttrain run --seeds``):
-``<game>-<algo>-population/seed-S/`` under ``--out``; otherwise (DQN, a recurrent core, one
-seed, or ``--solo``) each seed is its own run, one after another: ``<game>-<algo>-seedS/``. A
+``<game>-<algo>-population/seed-S/`` under ``--out``; otherwise (DQN, one seed, or
+``--solo``) each seed is its own run, one after another: ``<game>-<algo>-seedS/``. A
 population's seconds are the whole population's, every member training at once. The suite then
 reads every run's ``metrics.csv`` and writes, beside them:
 

@@ -30,7 +30,7 @@ from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import check_seeds
 from fasttrain.learners.base import Timers, start_run
 from fasttrain.learners.optim import adam
-from fasttrain.population import Population, build_members
+from fasttrain.population import BoundMethod, Population, build_members
 from fasttrain.population_optim import PopulationAdam
 
 
@@ -121,12 +121,17 @@ class PopulationBase:
         """A ``(rows, ...)`` tensor as ``(M, n, ...)``: member ``k``'s block of rows."""
         return rows.view(self.num_members, self.n, *rows.shape[1:])
 
-    def member_call(self, k: int, obs: torch.Tensor):
-        """Member ``k``'s network on ``obs`` (B, *obs_shape), as its solo network's forward."""
+    def member_call(self, k: int, *args, method: str = "forward"):
+        """Member ``k``'s network's ``method(*args)`` (``forward``: on ``obs`` (B,
+        *obs_shape)), as its solo network's."""
         stacked = self.population.stacked
         tensors = {n: p[k] for n, p in stacked.named_parameters()}
         tensors.update({n: b[k] for n, b in stacked.named_buffers()})
-        return functional_call(self.population._base[0], tensors, (obs,))
+        base = self.population._base[0]
+        if method == "forward":
+            return functional_call(base, tensors, args)
+        named = {f"module.{n}": t for n, t in tensors.items()}
+        return functional_call(BoundMethod(base, method), named, args)
 
     def minibatch_orders(self) -> torch.Tensor:
         """Each member's minibatch order over its own batch (``batch_size`` = its num_steps x

@@ -10,7 +10,8 @@ test_ppo_population.py``). An MLP's forward runs as batched matrix products, any
 under ``vmap``; members may differ in ``VARIABLE`` (the advantage kernel then reads a
 discount and a trace decay per column).
 
-Feed-forward PPO on single-agent games; ``fasttrain/population_run.py`` gives it its run
+Feed-forward and recurrent PPO (``model.core``: sequences replayed from their stored states,
+as the solo trainer) on single-agent games; ``fasttrain/population_run.py`` gives it its run
 directory (``fasttrain run --seeds``).
 """
 
@@ -38,8 +39,6 @@ def population_problem(config) -> str | None:
     args = config.learner
     if config.run.algo != "ppo":
         return f"a PPO population needs run.algo = 'ppo', got {config.run.algo!r}"
-    if config.model.core != "none":
-        return "a population's PPO is feed-forward for now: model.core = 'none'"
     if args.overlap:
         return "a population does not overlap its rollouts: ppo.overlap = false"
     if args.target_kl > 0:
@@ -81,11 +80,20 @@ class PopulationTrainer(PopulationBase):
         self.batch_size = args.num_envs * args.num_steps  # per member
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
+        # a recurrent policy learns from whole sequences of bptt_horizon steps of one row, each
+        # replayed from the state stored at its first step (as ppo.Trainer.plan_minibatches)
+        self.recurrent = self.template.is_recurrent
+        state_size = self.template.state_size if self.recurrent else None
+        if self.recurrent:
+            self.horizon = args.bptt_horizon
+            self.sequences = args.num_steps // self.horizon * self.n  # per member
+            self.sequences_per_minibatch = self.sequences // args.num_minibatches
         T, obs_bytes = args.num_steps, env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        check_memory((2 * T + 1) * self.rows * obs_bytes + T * self.rows * 36,
+        state_bytes = (T + 1) * self.rows * (state_size or 0) * 4
+        check_memory((2 * T + 1) * self.rows * obs_bytes + T * self.rows * 36 + state_bytes,
                      f"the population's rollout storage ({M} members)", self.device)  # fmt: skip
         backend = self.ctx.device.backend
-        self.storage = new_rollout(env, args, self.rows, None, self.device, backend)
+        self.storage = new_rollout(env, args, self.rows, state_size, self.device, backend)
         self.storage.obs[0].copy_(env.obs)
         if len({(a.gamma, a.gae_lambda) for a in self.member_args}) > 1:
             self.storage.gae = self.member_gae(backend)
@@ -100,7 +108,9 @@ class PopulationTrainer(PopulationBase):
         with torch.inference_mode():
             for t in range(self.args.num_steps):
                 t0 = time.perf_counter()
-                logits, value, _ = self.population(self.by_member(s.obs[t]))  # (M, n, A)
+                logits, value, state = self.population(*self.inputs(t))  # (M, n, A)
+                if self.recurrent:
+                    s.states[t + 1].copy_(state.reshape(self.rows, -1))
                 noise = torch.stack(
                     [
                         torch.rand(logits.shape[1:], generator=g, device=self.device)
@@ -121,9 +131,20 @@ class PopulationTrainer(PopulationBase):
                 self.timers.forward += t1 - t0
                 self.timers.env += time.perf_counter() - t1
 
-    def member_values(self, k: int, obs: torch.Tensor) -> torch.Tensor:
-        """Member ``k``'s values of ``obs`` (B, *obs_shape)."""
-        return self.member_call(k, obs)[1]
+    def inputs(self, t: int) -> tuple:
+        """The policies' inputs at rollout step ``t``, by member: the observations, and for a
+        recurrent policy the states and restart flags."""
+        s = self.storage
+        if not self.recurrent:
+            return (self.by_member(s.obs[t]),)
+        return tuple(self.by_member(x[t]) for x in (s.obs, s.states, s.episode_starts))
+
+    def member_values(self, k: int, obs: torch.Tensor, state=None) -> torch.Tensor:
+        """Member ``k``'s values of ``obs`` (B, *obs_shape), from ``state`` (B, state_size)
+        where its policy is recurrent."""
+        if not self.recurrent:
+            return self.member_call(k, obs)[1]
+        return self.member_call(k, obs, state, method="value")
 
     def member_gae(self, backend: str):
         """The advantage kernel with each member's ``gamma`` and ``gae_lambda`` on its columns
@@ -149,12 +170,14 @@ class PopulationTrainer(PopulationBase):
         s = self.storage
         t0 = time.perf_counter()
         with torch.inference_mode():
-            s.last_values.copy_(self.population(self.by_member(s.obs[-1]))[1].reshape(-1))
+            s.last_values.copy_(self.population(*self.inputs(-1))[1].reshape(-1))
             s.final_values.zero_()
             rows = s.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
             for k in torch.unique(rows[1] // self.n).tolist() if rows[0].numel() else []:
                 mine = tuple(r[rows[1] // self.n == k] for r in rows)
-                s.final_values[mine] = self.member_values(k, s.final_obs[mine])
+                # a recurrent policy sees final_obs[t] from the state step t reached
+                state = s.states[1:][mine] if self.recurrent else None
+                s.final_values[mine] = self.member_values(k, s.final_obs[mine], state)
         stream = 0
         if self.device.type == "cuda":
             stream = torch.cuda.current_stream(self.device).cuda_stream
@@ -163,15 +186,40 @@ class PopulationTrainer(PopulationBase):
 
     # ------------------------------------------------------------------------------ UPDATE
 
+    def sequence_orders(self) -> torch.Tensor:
+        """Each member's order of its recurrent sequences, drawn from its own stream as the
+        solo run draws it, as flat storage indices of their steps: ``(M, horizon,
+        sequences)`` (``ppo.Trainer.minibatches``)."""
+        orders = torch.stack(
+            [torch.randperm(self.sequences, generator=g, device=self.device)
+             for g in self.generators]
+        )  # fmt: skip
+        # member k's sequence j starts at step (j // n) * horizon of its column k * n + j % n
+        members = torch.arange(self.num_members, device=self.device)[:, None]
+        first = orders // self.n * (self.horizon * self.rows) + members * self.n + orders % self.n
+        steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
+        return steps[None] + first[:, None, :]
+
     def losses(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every member's PPO loss on its minibatch ``mb`` (M, B) of flat storage indices:
-        ``(M,)`` losses and ``(M, 5)`` stats (``LOSS_NAMES``), each as ``ppo.Trainer.loss``."""
+        """Every member's PPO loss on its minibatch ``mb`` (M, B) of flat storage indices
+        (recurrent: (M, horizon, sequences)): ``(M,)`` losses and ``(M, 5)`` stats
+        (``LOSS_NAMES``), each as ``ppo.Trainer.loss``."""
         s = self.storage
         obs = s.obs[:-1].reshape(-1, *self.env.obs_shape)[mb]  # (M, B, *obs_shape)
-        batch = [getattr(s, name).reshape(-1)[mb] for name in
+        flat = mb.reshape(self.num_members, -1)
+        batch = [getattr(s, name).reshape(-1)[flat] for name in
                  ("actions", "logprobs", "advantages", "returns", "values")]  # fmt: skip
         coefs = (self.clip, self.ratio_low, self.ratio_high, self.ent_coef, self.vf_coef)
         population = self.population
+        if self.recurrent:  # each sequence replayed from its stored state, every member at once
+            initial = s.states[:-1].reshape(self.batch_size * self.num_members, -1)[mb[:, 0]]
+            starts = s.episode_starts[:-1].reshape(-1)[mb]
+            with self.autocast():
+                logits, new_values = population.call("unroll", obs, initial, starts)
+            logits = logits.reshape(self.num_members, -1, logits.shape[-1])
+            per_sample = [c[:, None] for c in coefs[:3]]
+            return self.ppo_loss(logits, new_values.reshape(self.num_members, -1), *batch,
+                                 *per_sample, *coefs[3:])  # fmt: skip
         if population._plan is not None:  # an MLP: batched products, every member at once
             with self.autocast():
                 logits, new_values, _ = population(obs)
@@ -243,9 +291,12 @@ class PopulationTrainer(PopulationBase):
         totals = torch.zeros(self.num_members, len(LOSS_NAMES), device=self.device)
         updates = 0
         for _epoch in range(args.update_epochs):
-            order = self.minibatch_orders()
-            for start in range(0, self.batch_size, self.minibatch_size):
-                losses, stats = self.losses(order[:, start : start + self.minibatch_size])
+            if self.recurrent:
+                order, size = self.sequence_orders(), self.sequences_per_minibatch
+            else:
+                order, size = self.minibatch_orders(), self.minibatch_size
+            for start in range(0, order.shape[-1], size):
+                losses, stats = self.losses(order[..., start : start + size])
                 population_step(self.optimizer, losses, self.max_grad_norm)
                 totals += stats
                 updates += 1
@@ -276,4 +327,7 @@ class PopulationTrainer(PopulationBase):
     def carried(self) -> dict[str, torch.Tensor]:
         """Where the next rollout starts: its observations and episode-start flags."""
         s = self.storage
-        return {"next_obs": s.obs[0], "next_episode_starts": s.episode_starts[0]}
+        carried = {"next_obs": s.obs[0], "next_episode_starts": s.episode_starts[0]}
+        if self.recurrent:  # the core's state of every row
+            carried["next_policy_state"] = s.states[0]
+        return carried
