@@ -28,7 +28,7 @@ from torch.func import functional_call
 from fasttrain import distributed
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import check_seeds
-from fasttrain.learners.base import Timers, start_run
+from fasttrain.learners.base import Timers, check_memory, start_run
 from fasttrain.learners.optim import adam
 from fasttrain.population import BoundMethod, Population, build_members
 from fasttrain.population_optim import PopulationAdam
@@ -101,6 +101,12 @@ class PopulationBase:
             torch.Generator(device=self.device).manual_seed(distributed.rank_seed(s, 0) % 2**63)
             for s in seeds
         ]
+        # the members' weights, gradients and Adam moments, refused in one line where they
+        # cannot fit (sized from one member, built first)
+        one = sum(p.numel() * p.element_size() for p in build_members(config, seeds[:1])[0]
+                  .parameters())  # fmt: skip
+        check_memory(4 * M * one, f"the population's networks and Adam state ({M} members)",
+                     self.device, "train fewer members or a smaller [model]")  # fmt: skip
         members = build_members(config, seeds, self.device)
         self.template = members[0]  # a solo network, for a member's solo-format state
         self.population = Population(members)

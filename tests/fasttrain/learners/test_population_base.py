@@ -63,3 +63,18 @@ def test_a_state_of_the_other_learner_is_refused_in_one_line(algo):
     saved = LEARNERS[other](config(other), (1, 2)).state_dict()
     with pytest.raises(ConfigError, match=f"not a {algo.upper()} population's state"):
         LEARNERS[algo](config(algo), (1, 2)).load_state_dict(saved)
+
+
+@pytest.mark.parametrize("algo", LEARNERS)
+def test_members_the_memory_cannot_hold_are_refused_in_one_line(algo, monkeypatch):
+    """Every member's weights, gradients and Adam moments are checked before they are built:
+    one network of the config needs ``weights`` bytes, 3 members 12x that; 11x is free."""
+    from fasttrain.learners import base
+    from fasttrain.population import build_members
+
+    net = build_members(config(algo), [0])[0]
+    weights = sum(p.numel() * p.element_size() for p in net.parameters())
+    monkeypatch.setattr(base, "available_memory", lambda device: 11 * weights)
+    with pytest.raises(ConfigError, match=r"the population's networks and Adam state \(3 "
+                                          r"members\) needs .* train fewer members"):  # fmt: skip
+        LEARNERS[algo](config(algo), (1, 2, 3))
