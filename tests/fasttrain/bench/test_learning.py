@@ -274,7 +274,8 @@ def test_a_games_seeds_train_as_one_population_and_the_table_says_so(tmp_path):
     assert f"{folder}: finished before, read as it is" in again.output
     assert "training" not in again.output
     assert (folder / "seed-1" / "metrics.csv").read_bytes() == before
-    dqn = CliRunner().invoke(main, [*args, "--algo", "dqn", "--out", str(out), *SMALL])
+    dqn_sizes = ["--set", "game.cartpole.dqn.learning_starts=256"]
+    dqn = CliRunner().invoke(main, [*args, "--algo", "dqn", "--out", str(out), *SMALL, *dqn_sizes])
     assert dqn.exit_code == 0, dqn.output + repr(dqn.exception)
     assert (out / "cartpole-dqn-seed0").is_dir() and (out / "cartpole-dqn-seed1").is_dir()
     assert "one by one" in (out / "learning.md").read_text()
