@@ -130,8 +130,20 @@ class Population(nn.Module):
         # the module vmap calls: no memory of its own (its tensors are swapped in per call)
         self._base = (copy.deepcopy(first).to("meta"),)  # a tuple: not a registered submodule
         self.stacked = copy.deepcopy(self._base[0])
-        for name, tensor in params.items():
-            _set_tensor(self.stacked, name, tensor.detach(), parameter=True)
+        # every parameter a contiguous block of one flat tensor, so the optimizer steps them
+        # all in a few operations (``PopulationAdam``); ``member_of`` names each element's member
+        tensors = [t.detach() for t in params.values()]
+        self.flat = torch.cat([t.reshape(-1) for t in tensors])
+        M = len(members)
+        self.member_of = torch.cat(
+            [torch.arange(M, device=self.flat.device).repeat_interleave(t[0].numel())
+             for t in tensors]
+        )  # fmt: skip
+        offset = 0
+        for name, tensor in zip(params, tensors, strict=True):
+            view = self.flat[offset : offset + tensor.numel()].view(tensor.shape)
+            _set_tensor(self.stacked, name, view, parameter=True)
+            offset += tensor.numel()
         for name, tensor in buffers.items():
             _set_tensor(self.stacked, name, tensor, parameter=False)
         self.num_members = len(members)

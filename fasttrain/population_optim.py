@@ -10,9 +10,16 @@ so a skipped member's bias correction does not advance) and one learning rate pe
 ``population_step`` backpropagates the members' summed losses (they share no weights, so each
 member's gradient is its own), clips each member's gradient to its own global norm and steps
 the members whose loss and gradient are finite while the others keep their weights and state:
-all tensor ops over the stacked parameters, no loop over members and no host sync.
+all tensor ops over the stacked parameters, no loop over members and no host sync. The
+population's parameters are blocks of one flat tensor (``Population.flat``), and so are the
+gradients (each parameter's ``.grad`` a view the backward pass adds into) and the moments: the
+step is a dozen operations for the whole network, each element reading its member's values
+through ``Population.member_of``. Every parameter takes part in each step (a PPO or PQN
+network uses all of its weights in every loss); torch's Adam would leave one without a
+gradient alone.
 
-``fasttrain run --seeds`` trains with it (``learners/ppo_population.py``).
+``fasttrain run --seeds`` trains with it (``learners/ppo_population.py``,
+``learners/pqn_population.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +27,6 @@ from __future__ import annotations
 import torch
 
 from fasttrain.population import Population
-
-
-def per_member(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``values`` (M,) shaped to broadcast over the member axis of ``like`` (M, ...)."""
-    return values.view(-1, *(1,) * (like.ndim - 1))
 
 
 class PopulationAdam:
@@ -36,6 +38,11 @@ class PopulationAdam:
         self.params = list(population.parameters())
         self.num_members = len(population)
         first = self.params[0]
+        # the population's parameters are blocks of one flat tensor: the gradients, moments
+        # and step are flat too, one operation for every parameter
+        self.flat, self.member_of = population.flat, population.member_of
+        self.flat_grad = torch.zeros_like(self.flat)
+        self.grads = self._views(self.flat_grad)
         # one rate per member, filled in place by set_learning_rates (float32, as a solo run's
         # rate held as a tensor: see learners.optim.rates_as_tensors)
         self.lrs = torch.zeros(self.num_members, dtype=torch.float32, device=first.device)
@@ -45,8 +52,10 @@ class PopulationAdam:
         # Adam counts steps per member; float64 keeps its bias corrections as exact as the
         # solo step's (Python floats there)
         self.steps = torch.zeros(self.num_members, dtype=torch.float64, device=first.device)
-        self.exp_avg = [torch.zeros_like(p) for p in self.params]  # each (M, *param_shape)
-        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]  # each (M, *param_shape)
+        self.flat_exp_avg = torch.zeros_like(self.flat)
+        self.flat_exp_avg_sq = torch.zeros_like(self.flat)
+        self.exp_avg = self._views(self.flat_exp_avg)  # each (M, *param_shape)
+        self.exp_avg_sq = self._views(self.flat_exp_avg_sq)
         self.skipped = torch.zeros(self.num_members, dtype=torch.int64, device=first.device)
 
     def set_learning_rates(self, lrs) -> None:
@@ -62,33 +71,43 @@ class PopulationAdam:
             raise ValueError(f"learning rates must be finite and >= 0, got [{shown}]")
         self.lrs.copy_(lrs)
 
-    def zero_grad(self) -> None:
+    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """``flat`` (laid out as the parameters) as one view per parameter, of its shape."""
+        views, offset = [], 0
         for p in self.params:
-            p.grad = None
+            views.append(flat[offset : offset + p.numel()].view(p.shape))
+            offset += p.numel()
+        return views
+
+    def zero_grad(self) -> None:
+        """Zero the gradients: the flat buffer every parameter's gradient is a view of (the
+        backward pass adds into it in place)."""
+        self.flat_grad.zero_()
+        for p, g in zip(self.params, self.grads, strict=True):
+            p.grad = g
 
     @torch.no_grad()
     def step(self, finite: torch.Tensor) -> None:
         """Adam's step with the current gradients for the members where ``finite`` (M,) is
-        true; the others' weights, moments and step counts are left as they were."""
+        true; the others' weights, moments and step counts are left as they were. Every
+        parameter at once, over the flat tensors, each element with its member's values."""
         beta1, beta2 = self.betas
         steps = self.steps + finite
         counted = steps.clamp(min=1)  # a member skipped on its first step divides by nothing
         step_size = self.lrs.double() / (1 - beta1**counted)  # (M,)
         bias_correction2_sqrt = (1 - beta2**counted).sqrt()  # (M,)
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
-            if p.grad is None:  # as torch's Adam: a parameter with no gradient is not stepped
-                continue
-            keep = per_member(finite, p)
-            grad = torch.where(keep, p.grad, 0)
-            new_m = m.lerp(grad, 1 - beta1)
-            new_v = v.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = new_v.sqrt().div_(per_member(bias_correction2_sqrt, p).to(p.dtype))
-            denom.add_(self.eps)
-            size = per_member(step_size, p).to(p.dtype)
-            new_p = p - size * (new_m / denom)
-            p.copy_(torch.where(keep, new_p, p))
-            m.copy_(torch.where(keep, new_m, m))
-            v.copy_(torch.where(keep, new_v, v))
+        p, m, v, dtype = self.flat, self.flat_exp_avg, self.flat_exp_avg_sq, self.flat.dtype
+        keep = finite[self.member_of]
+        grad = torch.where(keep, self.flat_grad, 0)
+        new_m = m.lerp(grad, 1 - beta1)
+        new_v = v.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denom = new_v.sqrt().div_(bias_correction2_sqrt.to(dtype)[self.member_of])
+        denom.add_(self.eps)
+        size = step_size.to(dtype)[self.member_of]
+        new_p = p - size * (new_m / denom)
+        p.copy_(torch.where(keep, new_p, p))
+        m.copy_(torch.where(keep, new_m, m))
+        v.copy_(torch.where(keep, new_v, v))
         self.steps.copy_(steps)
 
     def state_dict(self) -> dict:
@@ -131,10 +150,7 @@ def _shapes(value):
 def member_grad_norms(optimizer: PopulationAdam) -> torch.Tensor:
     """Each member's global 2-norm over its slices of every gradient, (M,): the norm
     ``clip_grad_norm_`` takes of a solo network's gradients."""
-    grads = [p.grad for p in optimizer.params if p.grad is not None]
-    if not grads:
-        return torch.zeros(optimizer.num_members, device=optimizer.lrs.device)
-    norms = [torch.linalg.vector_norm(g.flatten(1), 2, dim=1) for g in grads]  # each (M,)
+    norms = [torch.linalg.vector_norm(g.flatten(1), 2, dim=1) for g in optimizer.grads]  # (M,)
     return torch.linalg.vector_norm(torch.stack(norms, dim=1), 2, dim=1)
 
 
@@ -155,9 +171,8 @@ def population_step(optimizer: PopulationAdam, losses: torch.Tensor, max_grad_no
     # as clip_grad_norm_: scale by max_norm / (norm + 1e-6), never up
     clip = (max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
     with torch.no_grad():
-        for p in optimizer.params:
-            if p.grad is not None:
-                p.grad.mul_(per_member(clip, p).to(p.grad.dtype))
+        grad = optimizer.flat_grad
+        grad.mul_(clip.to(grad.dtype)[optimizer.member_of])
     optimizer.step(finite)
     optimizer.skipped += ~finite
     return finite
