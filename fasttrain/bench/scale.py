@@ -9,6 +9,8 @@ split ``run.torch_threads = run.numba_threads = 0`` picks. On a CUDA GPU also (`
   reaches a mean score of 50, and Breakout's default run: its seconds and final return;
 - ``gpu_busy``: the share of wall time the GPU was busy during a Snake training run, sampled
   from NVML every 100 ms;
+- ``population``: Snake's and Breakout's presets, one seed's iteration against one of a
+  population of 8 seeds (``fasttrain run --seeds``), their time ratio, steps/s and GPU busy;
 - ``ppo_large_batch``: PPO steps/s on Snake with 16,384 environments;
 - ``step_fixed_cost_us``: the time of one ``env.step`` at 512 environments, every game;
 - ``env``: env-steps/s and the observation bytes written per second at 2^20 environments;
@@ -35,6 +37,7 @@ SNAKE_SCORE = 50.0
 FIXED_COST_ENVS = 512
 LARGE_ENVS = 2**20
 LARGE_BATCH_ENVS = 16_384
+POPULATION_MEMBERS = 8  # issue 53's GPU goal: 8 seeds in at most 1.5x one seed's time
 HANG_S = 120.0  # a figure running longer prints every thread's stack (then every HANG_S)
 
 
@@ -75,35 +78,96 @@ def thread_sweep(
     }
 
 
+class BusySampler:
+    """The GPU's NVML utilisation sampled every 100 ms while in the ``with`` block; ``share``:
+    its mean as a fraction (None without NVML or a GPU)."""
+
+    def __init__(self):
+        self.samples: list[float] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def sample(self) -> None:
+        import torch
+
+        while not self.done.wait(0.1):
+            try:
+                self.samples.append(torch.cuda.utilization())
+            except Exception:  # no NVML, no GPU
+                return
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    @property
+    def share(self) -> float | None:
+        return statistics.fmean(self.samples) / 100 if self.samples else None
+
+
 def gpu_busy_share(run_for_s: float = 20.0, graph: bool = True) -> float | None:
     """The mean NVML utilisation while Snake trains on the GPU for ``run_for_s`` seconds, its
     rollout a CUDA graph or not (``graph``: ``run.cuda_graph``)."""
-    import torch
-
     from fasttrain import config as cfg
     from fasttrain.runner import run
-
-    samples, done = [], threading.Event()
-
-    def sample():
-        while not done.wait(0.1):
-            try:
-                samples.append(torch.cuda.utilization())
-            except Exception:  # no NVML
-                return
 
     config = cfg.from_dict(
         {"run": {"device": "cuda", "cuda_graph": graph}, "log": {"progress": False}}
     )
-    sampler = threading.Thread(target=sample, daemon=True)
-    with tempfile.TemporaryDirectory() as out:
-        sampler.start()
-        try:
-            run(config, out=Path(out) / "run", echo=lambda *a, **k: None, on_row=timer(run_for_s))
-        finally:
-            done.set()
-            sampler.join()
-    return statistics.fmean(samples) / 100 if samples else None
+    with tempfile.TemporaryDirectory() as out, BusySampler() as busy:
+        run(config, out=Path(out) / "run", echo=lambda *a, **k: None, on_row=timer(run_for_s))
+    return busy.share
+
+
+def population_cost(game: str, members: int = 8, device: str = "cuda", iterations: int = 5) -> dict:
+    """``game``'s preset on ``device``: one seed's iteration (the solo trainer as a run builds
+    it, CUDA graphs included) against one of a population of ``members`` seeds (``fasttrain
+    run --seeds``), each member taking as many steps as the seed alone: the ratio of their
+    times (issue 53's goal: 8 seeds in at most 1.5x one seed's time on a GPU), steps/s, and
+    the GPU's busy share during the population's iterations."""
+    import torch
+
+    from fasttrain import config as cfg
+    from fasttrain.learners import LEARNERS
+    from fasttrain.population_run import population_trainer
+
+    config = cfg.from_dict(
+        {"run": {"device": device}, "game": {"name": game}, "log": {"progress": False}}
+    )
+
+    def timed(fn) -> float:
+        for _ in range(2):  # warm-ups (a graph's capture)
+            fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(iterations):
+            fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - start) / iterations
+
+    solo = LEARNERS[config.run.algo].trainer(config, warn=lambda *_: None)
+    solo_s, steps = timed(solo.iterate), solo.steps_per_iteration
+    del solo
+    population = population_trainer(config)(config, list(range(members)))
+    with BusySampler() as busy:
+        population_s = timed(population.iterate)
+    return {
+        "algo": config.run.algo,
+        "members": members,
+        "num_envs_per_member": population.n,
+        "solo_iteration_ms": solo_s * 1e3,
+        "population_iteration_ms": population_s * 1e3,
+        "time_ratio": population_s / solo_s,
+        "solo_sps": steps / solo_s,
+        "population_sps": members * population.batch_size / population_s,
+        "gpu_busy": busy.share if device == "cuda" else None,
+    }
 
 
 def timer(seconds: float):
@@ -218,6 +282,7 @@ def env_rate(game: str, seconds: float = 2.0) -> dict:
 FIGURES = (
     "time_to_score",
     "gpu_busy",
+    "population",
     "ppo_large_batch",
     "rollout_cost",
     "step_fixed_cost",
@@ -336,6 +401,9 @@ def gpu_goals(
              "minatar-breakout", budget_s, None)  # fmt: skip
     if "gpu_busy" not in skip:
         both(("gpu_busy",), "gpu_busy", gpu_busy_share)
+    if "population" not in skip:
+        for g in ("snake", "minatar-breakout"):
+            put(("population", g), f"population {g}", population_cost, g, POPULATION_MEMBERS)
     if "ppo_large_batch" not in skip:
         out["ppo_large_batch"] = {"num_envs": LARGE_BATCH_ENVS}
         both(("ppo_large_batch",), "ppo_large_batch", large_batch_sps)

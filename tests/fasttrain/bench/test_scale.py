@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import json
 
+import pytest
+
 from fasttrain.bench import scale, training
 
 
@@ -63,7 +65,8 @@ def test_gpu_goals_store_and_save_each_figure_as_it_comes(monkeypatch):
 
         return figure
 
-    for name in ("rollout_cost", "env_kernel_cost", "time_to_score", "gpu_busy_share"):
+    for name in ("rollout_cost", "env_kernel_cost", "time_to_score", "gpu_busy_share",
+                 "population_cost"):  # fmt: skip
         monkeypatch.setattr(scale, name, fake(name))
     monkeypatch.setattr(scale, "large_batch_sps", fake("large", fail=True))
     saved = []
@@ -75,6 +78,7 @@ def test_gpu_goals_store_and_save_each_figure_as_it_comes(monkeypatch):
     assert out["rollout_cost"]["snake"]["graph"]["graph"] is True
     assert out["rollout_cost"]["snake"]["eager"]["graph"] is False
     assert out["time_to_score"]["minatar-breakout"]["eager"]["from"] == "time_to_score"
+    assert out["population"]["minatar-breakout"]["from"] == "population_cost"
     assert out["ppo_large_batch"] == {"num_envs": scale.LARGE_BATCH_ENVS, "graph": None,
                                       "eager": None}  # fmt: skip
     assert skipped == {
@@ -84,3 +88,15 @@ def test_gpu_goals_store_and_save_each_figure_as_it_comes(monkeypatch):
     assert "step_fixed_cost_us" not in out and "registers" not in out
     assert len(saved) == len(calls) and '"snake"' in saved[0]
     assert json.loads(saved[-1]) == json.loads(json.dumps(out))
+
+
+def test_the_population_figure_times_one_seed_against_a_population_of_them():
+    """On the CPU (the figure runs on a GPU in .ci/gpu): CartPole's preset, one seed's
+    iteration against a population of 2, each member taking the solo run's steps."""
+    figure = scale.population_cost("cartpole", members=2, device="cpu", iterations=1)
+    assert figure["members"] == 2 and figure["algo"] == "ppo"
+    assert figure["time_ratio"] == pytest.approx(
+        figure["population_iteration_ms"] / figure["solo_iteration_ms"]
+    )
+    assert figure["population_sps"] > 0 and figure["solo_sps"] > 0
+    assert figure["gpu_busy"] is None
