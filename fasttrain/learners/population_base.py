@@ -31,7 +31,7 @@ from fasttrain.kernels.env import check_seeds
 from fasttrain.learners.base import Timers, check_memory, start_run
 from fasttrain.learners.optim import adam
 from fasttrain.population import BoundMethod, Population, build_members
-from fasttrain.population_optim import PopulationAdam
+from fasttrain.population_optim import PopulationAdam, population_step
 
 
 def variants_problem(config, member_configs, variable) -> str | None:
@@ -152,6 +152,25 @@ class PopulationBase:
         # member k's flat index b = t * n + i is storage row t, column k * n + i
         members = torch.arange(self.num_members, device=self.device)[:, None]
         return orders // self.n * self.rows + members * self.n + orders % self.n
+
+    def orders(self) -> tuple[torch.Tensor, int]:
+        """An epoch's minibatch orders (``minibatch_orders``) and the minibatch size."""
+        return self.minibatch_orders(), self.minibatch_size
+
+    def minibatch_steps(self, width: int) -> torch.Tensor:
+        """``update_epochs`` epochs of every member's minibatch steps (``losses`` of each
+        minibatch, then one ``population_step``); returns the mean of the steps' stats,
+        ``(M, width)``."""
+        totals = torch.zeros(self.num_members, width, device=self.device)
+        updates = 0
+        for _epoch in range(self.args.update_epochs):
+            order, size = self.orders()
+            for start in range(0, order.shape[-1], size):
+                losses, stats = self.losses(order[..., start : start + size])
+                population_step(self.optimizer, losses, self.max_grad_norm)
+                totals += stats
+                updates += 1
+        return totals / updates
 
     def autocast(self):
         """The update's mixed precision, as the solo run's (``run.amp``)."""

@@ -29,7 +29,6 @@ from fasttrain.learners.base import check_memory
 from fasttrain.learners.population_base import PopulationBase
 from fasttrain.learners.ppo_config import POPULATION_VARIABLE
 from fasttrain.learners.rollout import new_rollout
-from fasttrain.population_optim import population_step
 
 LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
@@ -288,21 +287,17 @@ class PopulationTrainer(PopulationBase):
             self.optimizer.set_learning_rates(frac * self.lrs)
         if args.anneal_ent:
             self.ent_coef.copy_(frac * self.ent_coefs)
-        totals = torch.zeros(self.num_members, len(LOSS_NAMES), device=self.device)
-        updates = 0
-        for _epoch in range(args.update_epochs):
-            if self.recurrent:
-                order, size = self.sequence_orders(), self.sequences_per_minibatch
-            else:
-                order, size = self.minibatch_orders(), self.minibatch_size
-            for start in range(0, order.shape[-1], size):
-                losses, stats = self.losses(order[..., start : start + size])
-                population_step(self.optimizer, losses, self.max_grad_norm)
-                totals += stats
-                updates += 1
+        means = self.minibatch_steps(len(LOSS_NAMES))
         self.iteration += 1
         self.timers.learn += time.perf_counter() - t0
-        return totals / updates
+        return means
+
+    def orders(self) -> tuple[torch.Tensor, int]:
+        """An epoch's minibatch orders and their size: whole sequences for a recurrent
+        policy (``sequence_orders``), transitions otherwise."""
+        if self.recurrent:
+            return self.sequence_orders(), self.sequences_per_minibatch
+        return super().orders()
 
     def iterate(self) -> list[dict]:
         """One rollout, advantage pass and update of every member; returns each member's

@@ -24,7 +24,6 @@ from fasttrain.learners.base import check_memory
 from fasttrain.learners.population_base import PopulationBase
 from fasttrain.learners.pqn import epsilon_at
 from fasttrain.learners.pqn_config import POPULATION_VARIABLE
-from fasttrain.population_optim import population_step
 
 LOSS_NAMES = ("td_loss", "q_values")
 
@@ -176,18 +175,10 @@ class PQNPopulationTrainer(PopulationBase):
             self.optimizer.set_learning_rates(
                 (1.0 - self.iteration / self.num_iterations) * self.lrs
             )
-        totals = torch.zeros(self.num_members, len(LOSS_NAMES), device=self.device)
-        updates = 0
-        for _epoch in range(args.update_epochs):
-            order = self.minibatch_orders()
-            for start in range(0, self.batch_size, self.minibatch_size):
-                losses, stats = self.losses(order[:, start : start + self.minibatch_size])
-                population_step(self.optimizer, losses, self.max_grad_norm)
-                totals += stats
-                updates += 1
+        means = self.minibatch_steps(len(LOSS_NAMES))
         self.iteration += 1
         self.timers.learn += time.perf_counter() - t0
-        return totals / updates
+        return means
 
     def iterate(self) -> list[dict]:
         """One rollout, return pass and update of every member; returns each member's losses

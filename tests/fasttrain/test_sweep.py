@@ -33,6 +33,15 @@ objective = "final_return"
 "game.cartpole.ppo.update_epochs" = { low = 1, high = 4 }
 """
 LR, EPOCHS = "ppo.learning_rate", "game.cartpole.ppo.update_epochs"
+TIME_TO_TARGET = """
+[sweep]
+trials = {trials}
+objective = "time_to_target"
+target = 5.0
+budget_s = 60.0
+[sweep.params]
+"ppo.learning_rate" = {{ low = 1e-4, high = 1e-2, log = true }}
+"""
 needs_optuna = pytest.mark.skipif(
     importlib.util.find_spec("optuna") is None,
     reason="optuna is not installed (it comes with the `test` extra)",
@@ -98,15 +107,7 @@ def test_two_trials_write_run_dirs_trials_csv_and_the_best_config(tmp_path):
 
 @needs_optuna
 def test_time_to_target_stops_each_trial_at_the_target(tmp_path):
-    text = """
-[sweep]
-trials = 1
-objective = "time_to_target"
-target = 5.0
-budget_s = 60.0
-[sweep.params]
-"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
-"""
+    text = TIME_TO_TARGET.format(trials=1)
     out = tmp_path / "out"
     result = invoke("--config", str(write(tmp_path, text)), "--out", str(out))
     assert result.exit_code == 0, result.output
@@ -166,15 +167,7 @@ def test_a_population_sweep_trains_its_trials_side_by_side_each_with_its_values(
 
 @needs_optuna
 def test_a_population_sweeps_trials_reach_their_target_and_stop_alone(tmp_path):
-    text = """
-[sweep]
-trials = 2
-objective = "time_to_target"
-target = 5.0
-budget_s = 60.0
-[sweep.params]
-"ppo.learning_rate" = { low = 1e-4, high = 1e-2, log = true }
-"""
+    text = TIME_TO_TARGET.format(trials=2)
     out = tmp_path / "out"
     result = invoke("--config", str(write(tmp_path, text)), "--out", str(out),
                     "--population", "2")  # fmt: skip
