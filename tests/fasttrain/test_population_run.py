@@ -170,6 +170,7 @@ def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go
     assert ended["global_step"] == seen[0][-1] == int(rows(out / "seed-4")[-1]["global_step"])
     summary = json.loads((out / "seed-4" / "summary.json").read_text())
     assert summary["stopped_early"] is True and summary["stopped_alone"] is False
+    assert summary["global_step"] == seen[0][-1]  # where it ended, not where the others did
     assert checkpoint.load(out / "seed-5")["global_step"] == 1024
     assert json.loads((out / "seed-5" / "summary.json").read_text())["stopped_early"] is False
 
