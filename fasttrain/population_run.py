@@ -318,6 +318,17 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
     )
     live, diverged = set(range(len(members))), set()
     first_step, stopped_by = trainer.global_step, None
+    ended: dict[int, dict] = {}  # the summaries of members that ended before the population
+
+    def summarize(k: int) -> dict:
+        """Member ``k``'s summary.json, as its solo run's when it ends now."""
+        m = members[k]
+        summary = runner._summary(m.config, views[k], member_dir(out, m), member_parts[k],
+                                  first_step, stopped_by, None, SINGLE)  # fmt: skip
+        summary["stopped_alone"] = k in diverged
+        summary["member"] = {"seed": m.seed, "sets": list(m.sets)}
+        return summary
+
     start = last_line = time.perf_counter()
     stop = runner.StopSignals(twice_stops_at_once=True)
     try:
@@ -340,10 +351,12 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
                     except RunError as exc:  # this member's NaN guard: it stops alone
                         live.discard(k)
                         diverged.add(k)
+                        ended[k] = summarize(k)
                         echo(f"member {members[k].name} stopped: {exc}")
                         continue
                     if any(ends) and signum is None:  # its on_row: it ends alone, as finished
                         live.discard(k)
+                        ended[k] = summarize(k)
                     elif any(ends):
                         stopped_by = signum
                 if now - last_line >= config.log.interval_s or last or not live:
@@ -356,11 +369,8 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
             for part in parts.parts:
                 part.close()
     summaries = []
-    for k, (m, view) in enumerate(zip(members, views, strict=True)):
-        summary = runner._summary(m.config, view, member_dir(out, m), member_parts[k],
-                                  first_step, stopped_by, None, SINGLE)  # fmt: skip
-        summary["stopped_alone"] = k in diverged
-        summary["member"] = {"seed": m.seed, "sets": list(m.sets)}
+    for k, m in enumerate(members):
+        summary = ended[k] if k in ended else summarize(k)
         write_atomic(member_dir(out, m) / "summary.json", json.dumps(summary, indent=2) + "\n")
         summaries.append(summary)
     result = _write_population(out, members, summaries)
