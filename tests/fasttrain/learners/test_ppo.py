@@ -335,7 +335,7 @@ def test_ppo_learns_minatar_breakout(tmp_path):
     at the first metrics row (one iteration's episodes) at 10 or more. It runs in fp32 on every
     CPU, where amp=auto would pick bf16 on some (AVX512-BF16, AMX) and not on others: in bf16 on
     the EPYC, seeds 1-4 reached 10 after 0.45-0.64M steps while seed 0 stayed near 6.7. The
-    run keeps the preset's 10M steps, so its learning rate decays as in a real run, and stops
+    run keeps the preset's steps (16M), so its learning rate decays as in a real run, and stops
     at the floor or at 2M steps."""
     config = cfg.from_dict(
         {
