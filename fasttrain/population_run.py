@@ -316,6 +316,11 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
         "steps each | "
         f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
     )
+    # one clock for the population: every member's rows (and so a budget on them) read the
+    # same training seconds at a boundary, resumed from the first member's
+    start_clock = member_parts[0].clock
+    for parts in member_parts[1:]:
+        parts.clock.start, parts.clock.offset = start_clock.start, start_clock.offset
     live, diverged = set(range(len(members))), set()
     first_step, stopped_by = trainer.global_step, None
     ended: dict[int, dict] = {}  # the summaries of members that ended before the population

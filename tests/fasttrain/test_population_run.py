@@ -153,11 +153,12 @@ def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go
     its checkpoint and summary there, marked stopped early; member 1 trains to the end."""
     config = small_snake(run={"amp": "off"}, game={"snake": {"ppo": {"total_timesteps": 1024}}},
                          log={"csv_every": 1})  # fmt: skip
-    seen = [[], []]
+    seen, times = [[], []], [[], []]
 
     def watch(k, stop_at):
         def on_row(row):
             seen[k].append(row["global_step"])
+            times[k].append(row["time_s"])
             return len(seen[k]) == stop_at
 
         return on_row
@@ -166,6 +167,9 @@ def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go
     run_population(config, members(config, (4, 5)), out=out, echo=lambda *a: None,
                    on_row=[watch(0, 2), watch(1, None)])  # fmt: skip
     assert len(seen[0]) == 2 and seen[1][-1] == 1024 and len(seen[1]) > 2
+    # one clock for the population: at a boundary every member's row reads the same training
+    # seconds, so a budget on them ends every member there
+    assert times[0] == times[1][:2]
     ended = checkpoint.load(out / "seed-4")
     assert ended["global_step"] == seen[0][-1] == int(rows(out / "seed-4")[-1]["global_step"])
     summary = json.loads((out / "seed-4" / "summary.json").read_text())
