@@ -97,6 +97,8 @@ class PopulationTrainer(PopulationBase):
         if len({(a.gamma, a.gae_lambda) for a in self.member_args}) > 1:
             self.storage.gae = self.member_gae(backend)
         self.ent_coef = self.ent_coefs.clone()  # annealed in place (ppo.anneal_ent)
+        # the rollout's sampling noise, (M, n, actions), filled in place at every step
+        self.noise = torch.empty((M, self.n, env.num_actions), device=self.device)
 
     # ------------------------------------------------------------------------------ ROLLOUT
 
@@ -110,12 +112,9 @@ class PopulationTrainer(PopulationBase):
                 logits, value, state = self.population(*self.inputs(t))  # (M, n, A)
                 if self.recurrent:
                     s.states[t + 1].copy_(state.reshape(self.rows, -1))
-                noise = torch.stack(
-                    [
-                        torch.rand(logits.shape[1:], generator=g, device=self.device)
-                        for g in self.generators
-                    ]
-                )
+                noise = self.noise  # each member's draws from its own stream, in place
+                for k, g in enumerate(self.generators):
+                    torch.rand(logits.shape[1:], generator=g, device=self.device, out=noise[k])
                 action = torch.argmax(logits - torch.log(-torch.log(noise)), dim=2)  # (M, n)
                 logprob = F.log_softmax(logits, dim=2).gather(2, action[..., None])[..., 0]
                 s.logprobs[t] = logprob.reshape(-1)
