@@ -4,6 +4,7 @@ refusals."""
 
 import csv
 import dataclasses
+import importlib.util
 import json
 
 import pytest
@@ -72,9 +73,17 @@ def test_a_population_writes_one_normal_run_directory_per_member(tmp_path):
         assert config.run.seed == seed and state["learner"] == "ppo"
         assert int(rows(folder)[-1]["global_step"]) == state["global_step"] == 384
         assert json.loads((folder / "summary.json").read_text())["global_step"] == 384
-    # a member directory is a normal run: eval reads it, --resume continues it alone
+    # a member directory is a normal run: eval, play and plot read it, --resume continues it
     evaluated = cli_in_process("eval", "--run", str(out / "seed-7"), "--episodes", "2")
     assert evaluated.returncode == 0, evaluated.stderr
+    played = cli_in_process("play", "--checkpoint", str(out / "seed-7"), "--steps", "3")
+    assert played.returncode == 0, played.stderr
+    if importlib.util.find_spec("matplotlib") is not None:  # the plot extra
+        png = tmp_path / "members.png"
+        plotted = cli_in_process("plot", str(out / "seed-3"), str(out / "seed-7"), "--out",
+                                 str(png))  # fmt: skip
+        assert plotted.returncode == 0 and "2 runs" in plotted.stdout, plotted.stderr
+        assert png.read_bytes().startswith(b"\x89PNG")
     alone = cli_in_process("run", "--resume", str(out / "seed-3"), "--steps", "600")
     assert alone.returncode == 0, alone.stderr
     assert int(rows(out / "seed-3")[-1]["global_step"]) == 512
