@@ -442,12 +442,7 @@ def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -
     try:
         result = run_population(members[0].config, members, out=folder, echo=quiet,
                                 on_row=watches)  # fmt: skip
-    except ConfigError as exc:
-        note = str(exc).splitlines()[0]
-        for trial in trials:
-            trial.set_user_attr("note", note)
-        return [study.tell(t, state=FAIL) for t in trials]
-    except RunError as exc:  # every member diverged
+    except (ConfigError, RunError) as exc:  # a refusal, or every member diverged
         note = str(exc).splitlines()[0]
         for trial in trials:
             trial.set_user_attr("note", note)
