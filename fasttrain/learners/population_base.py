@@ -34,6 +34,18 @@ from fasttrain.population import BoundMethod, Population, build_members
 from fasttrain.population_optim import PopulationAdam, population_step
 
 
+def learner_problem(config, algo: str) -> str | None:
+    """What no population trains, whatever its learner (one line): another learner than
+    ``algo``, an optimizer other than Adam (``PopulationAdam``), fp16's loss scaler."""
+    if config.run.algo != algo:
+        return f"a {algo.upper()} population needs run.algo = {algo!r}, got {config.run.algo!r}"
+    if config.learner.optimizer != "adam":
+        return f"a population steps Adam, not {algo}.optimizer = {config.learner.optimizer!r}"
+    if config.run.amp == "fp16":
+        return "a population has no fp16 loss scaler: run.amp = 'off' or 'bf16'"
+    return None
+
+
 def variants_problem(config, member_configs, variable) -> str | None:
     """None where every member config differs from ``config`` only in its seed and in the
     learner settings named in ``variable``, else the first other difference (one line)."""

@@ -35,19 +35,16 @@ LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 def population_problem(config) -> str | None:
     """None where ``config`` can train as a population here, else why not (one line)."""
+    problem = population_base.learner_problem(config, "ppo")
+    if problem:
+        return problem
     args = config.learner
-    if config.run.algo != "ppo":
-        return f"a PPO population needs run.algo = 'ppo', got {config.run.algo!r}"
     if args.overlap:
         return "a population does not overlap its rollouts: ppo.overlap = false"
     if args.target_kl > 0:
         return "a population's members stop their epochs together: ppo.target_kl = 0"
-    if args.optimizer != "adam":
-        return f"a population steps Adam, not ppo.optimizer = {args.optimizer!r}"
     if 0 < args.max_minibatch_size < args.num_envs * args.num_steps // args.num_minibatches:
         return "a population's minibatches are whole: ppo.max_minibatch_size = 0"
-    if config.run.amp == "fp16":
-        return "a population has no fp16 loss scaler: run.amp = 'off' or 'bf16'"
     return None
 
 
@@ -151,12 +148,9 @@ class PopulationTrainer(PopulationBase):
 
         s = self.storage
 
-        def per_column(name):
-            values = [float(getattr(a, name)) for a in self.member_args]
-            return torch.tensor(values, dtype=torch.float64).repeat_interleave(self.n)
-
-        gammas, lambdas = per_column("gamma"), per_column("gae_lambda")
-        self._gae_settings = (gammas, lambdas) = gammas.to(self.device), lambdas.to(self.device)
+        gammas, lambdas = (self.each(name, torch.float64).repeat_interleave(self.n)
+                           for name in ("gamma", "gae_lambda"))  # fmt: skip
+        self._gae_settings = (gammas, lambdas)  # the kernel reads them at every launch
         arrays = (s.rewards, s.values, s.last_values, s.final_values, s.terminated, s.truncated,
                   gammas, lambdas, s.advantages, s.returns)  # fmt: skip
         if backend == "cpu":  # CPU tensors as NumPy views

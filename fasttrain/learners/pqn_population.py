@@ -21,7 +21,7 @@ import torch
 
 from fasttrain.kernels.qlambda import QLAMBDA
 from fasttrain.learners.base import check_memory
-from fasttrain.learners.population_base import PopulationBase
+from fasttrain.learners.population_base import PopulationBase, learner_problem
 from fasttrain.learners.pqn import epsilon_at
 from fasttrain.learners.pqn_config import POPULATION_VARIABLE
 
@@ -32,16 +32,10 @@ VARIABLE = POPULATION_VARIABLE  # the settings members may differ in
 
 def population_problem(config) -> str | None:
     """None where ``config`` can train as a PQN population here, else why not (one line)."""
-    args = config.learner
-    if config.run.algo != "pqn":
-        return f"a PQN population needs run.algo = 'pqn', got {config.run.algo!r}"
-    if config.model.core != "none":
-        return "a population's PQN is feed-forward: model.core = 'none'"
-    if args.optimizer != "adam":
-        return f"a population steps Adam, not pqn.optimizer = {args.optimizer!r}"
-    if config.run.amp == "fp16":
-        return "a population has no fp16 loss scaler: run.amp = 'off' or 'bf16'"
-    return None
+    problem = learner_problem(config, "pqn")
+    if problem or config.model.core == "none":
+        return problem
+    return "a population's PQN is feed-forward: model.core = 'none'"
 
 
 class PQNPopulationTrainer(PopulationBase):
