@@ -309,9 +309,10 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
     _write_population(out, members, None)
     seeds = sorted({m.seed for m in members})
     variants = len(members) // max(len(seeds), 1)
-    shape = f"{len(seeds)} seeds x {variants} variants" if variants > 1 else "seeds"
+    shape = f"seeds {', '.join(map(str, seeds))}"
+    shape += f", {variants} variants each" if variants > 1 else ""
     echo(
-        f"fasttrain: population of {len(members)} ({shape} {', '.join(map(str, seeds))}) on "
+        f"fasttrain: population of {len(members)} ({shape}) on "
         f"{config.game.name} | {config.run.algo} | {trainer.n} envs x {trainer.args.num_steps} "
         "steps each | "
         f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
