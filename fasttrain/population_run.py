@@ -310,7 +310,7 @@ def _train(config, members, trainer, out: Path, states, echo, runner, on_row=Non
     seeds = sorted({m.seed for m in members})
     variants = len(members) // max(len(seeds), 1)
     shape = f"seeds {', '.join(map(str, seeds))}"
-    shape += f", {variants} variants each" if variants > 1 else ""
+    shape += f"; {variants} variants each" if variants > 1 else ""
     echo(
         f"fasttrain: population of {len(members)} ({shape}) on "
         f"{config.game.name} | {config.run.algo} | {trainer.n} envs x {trainer.args.num_steps} "

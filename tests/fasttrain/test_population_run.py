@@ -239,7 +239,7 @@ def test_variants_train_one_member_per_seed_and_value_and_resume(tmp_path):
             "--set", "game.snake.ppo.anneal_lr=false")  # fmt: skip
     result = cli_in_process("run", *args, "--steps", "256", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "population of 4 (seeds 0, 1, 2 variants each)" in result.stdout
+    assert "population of 4 (seeds 0, 1; 2 variants each)" in result.stdout
     names = [m["dir"] for m in json.loads((out / "population.json").read_text())["members"]]
     assert names == [
         "seed-0-learning_rate-0.01", "seed-0-learning_rate-0.001",
