@@ -32,10 +32,7 @@ VARIABLE = POPULATION_VARIABLE  # the settings members may differ in
 
 def population_problem(config) -> str | None:
     """None where ``config`` can train as a PQN population here, else why not (one line)."""
-    problem = learner_problem(config, "pqn")
-    if problem or config.model.core == "none":
-        return problem
-    return "a population's PQN is feed-forward: model.core = 'none'"
+    return learner_problem(config, "pqn")  # model.core is PPO's alone: the config refuses it
 
 
 class PQNPopulationTrainer(PopulationBase):
