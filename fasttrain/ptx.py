@@ -1,8 +1,10 @@
-"""``python -m fasttrain.ptx [GAME ...] [--cc 9.0]``: compile every kernel to PTX offline.
+"""``python -m fasttrain.ptx [GAME ...] [--cc 9.0] [--layout L]``: compile every kernel to PTX
+offline.
 
-Compiles the registered games' step and reset kernels and the learner kernels (GAE) with the real
-numba-cuda compiler, with no GPU, and prints one line per kernel: PTX size and, where ``ptxas``
-is installed (the test extra brings it), registers and spill stores.
+Compiles the registered games' step and reset kernels (over the buffers' ``--layout``, default the
+cuda backend's), the learner kernels (GAE) and the observation copy with the real numba-cuda
+compiler, with no GPU, and prints one line per kernel: PTX size and, where ``ptxas`` is installed
+(the test extra brings it), registers and spill stores.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import sys
 
 from fasttrain import games
+from fasttrain.kernels.env import LAYOUTS
 from fasttrain.kernels.ptx import report
 
 
@@ -23,6 +26,12 @@ def main(argv=None) -> int:
         "games", nargs="*", metavar="GAME", help=f"default: all ({', '.join(names)})"
     )
     parser.add_argument("--cc", default="9.0", help="compute capability, e.g. 8.0, 9.0")
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default=None,
+        help="buffer layout (default: the cuda backend's)",
+    )
     opts = parser.parse_args(argv)
     unknown = [name for name in opts.games if name not in names]
     if unknown:
@@ -32,7 +41,7 @@ def main(argv=None) -> int:
         parser.exit(2, f"--cc must be a compute capability such as 9.0, got {opts.cc!r}\n")
     cc = (int(match[1]), int(match[2]))
     try:
-        lines = report([games.get(name) for name in opts.games or names], cc)
+        lines = report([games.get(name) for name in opts.games or names], cc, opts.layout)
     except RuntimeError as exc:  # no numba-cuda, the simulator switched on, ptxas failing
         parser.exit(1, f"fasttrain.ptx: {exc}\n")
     for line in lines:

@@ -13,7 +13,11 @@ split ``run.torch_threads = run.numba_threads = 0`` picks. On a CUDA GPU also (`
   population of 8 seeds (``fasttrain run --seeds``), their time ratio, steps/s and GPU busy;
 - ``ppo_large_batch``: PPO steps/s on Snake with 16,384 environments;
 - ``step_fixed_cost_us``: the time of one ``env.step`` at 512 environments, every game;
-- ``env``: env-steps/s and the observation bytes written per second at 2^20 environments;
+- ``env``: env-steps/s and the observation bytes written per second at 2^20 environments, in
+  each buffer layout (``layouts``: the observations env-minor, the default; in rows as before;
+  the game's state env-minor too);
+- ``env_kernel_us`` (with ``rollout_cost``): one env step's kernels at a preset's env count,
+  replayed from a CUDA graph, in each layout and block spread;
 - ``compile``: the CUDA kernels' cold and warm time to a first step in fresh processes;
 - ``registers``: the offline PTX report (registers and spills per kernel).
 
@@ -23,6 +27,7 @@ A figure that cannot be measured here is null, with the reason under ``skipped``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import os
@@ -262,21 +267,46 @@ def step_fixed_cost(game: str, steps: int = 2000) -> float:
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def env_rate(game: str, seconds: float = 2.0) -> dict:
-    """env-steps/s and observation GB/s written at ``LARGE_ENVS`` environments on the GPU."""
+@contextlib.contextmanager
+def cuda_layout(layout: str):
+    """The cuda backend gives envs made inside ``layout`` (``kernels.env.LAYOUTS``)."""
+    from fasttrain.kernels import get_backend
+
+    backend = get_backend("cuda")
+    before, backend.layout = backend.layout, layout
+    try:
+        yield
+    finally:
+        backend.layout = before
+
+
+def env_rate(game: str, seconds: float = 1.0) -> dict:
+    """env-steps/s and observation GB/s written at ``LARGE_ENVS`` environments on the GPU, in
+    each buffer layout (``kernels.env.LAYOUTS``: the default ``obs-minor`` first, then the
+    env-major rows of before and the env-minor state too). A layout whose envs do not fit is
+    None, with its reason."""
     import math
 
     import numpy as np
 
     from fasttrain import games
     from fasttrain.bench.measure import bench_env
+    from fasttrain.kernels.env import LAYOUTS
 
     spec = games.get(game)
     params = spec.make_params()
-    sps = statistics.median(bench_env(game, "cuda", LARGE_ENVS, 3, seconds)[0])
     agents = spec.agents(params)
     obs_bytes = math.prod(spec.obs_shape(params)) * np.dtype(spec.obs_dtype).itemsize * agents
-    return {"env_sps": sps, "obs_gb_per_s": sps * obs_bytes / 1e9}
+    out = {}
+    for layout in sorted(LAYOUTS, key=lambda name: name != "obs-minor"):
+        try:
+            with cuda_layout(layout):
+                sps = statistics.median(bench_env(game, "cuda", LARGE_ENVS, 3, seconds)[0])
+        except MemoryError as exc:
+            out[layout] = {"error": str(exc).splitlines()[0][:200]}
+            continue
+        out[layout] = {"env_sps": sps, "obs_gb_per_s": sps * obs_bytes / 1e9}
+    return {**out["obs-minor"], "layouts": out}
 
 
 FIGURES = (
@@ -303,10 +333,19 @@ PPO_PRESETS = (
 MODES = {"graph": True, "eager": False}  # run.cuda_graph: the rollout replayed, or launched
 
 
+# env_kernel_cost's variants: (the cuda backend's layout, spread over the multiprocessors)
+KERNEL_VARIANTS = {
+    "spread": ("obs-minor", True),  # the default
+    "blocks_256": ("obs-minor", False),  # blocks of 256 whatever the env count (before)
+    "env_major": ("env-major", True),  # the observations written in rows (before)
+    "env_minor_state": ("env-minor", True),  # the game's state env-minor too
+}
+
+
 def env_kernel_cost(game: str, steps: int = 32, replays: int = 20) -> dict:
     """Microseconds per env step of ``game`` at its GPU preset's env count, the steps replayed
-    as one CUDA graph (no launch cost: the kernel alone), with the envs spread over the
-    multiprocessors (``spread``, the default) and in blocks of 256 (``blocks_256``, before)."""
+    as one CUDA graph (no launch cost: the kernels alone: the step, and the copy of env-minor
+    observations into rows), in each of ``KERNEL_VARIANTS``."""
     import torch
 
     import fasttrain
@@ -315,16 +354,17 @@ def env_kernel_cost(game: str, steps: int = 32, replays: int = 20) -> dict:
 
     config = cfg.from_dict({"run": {"device": "cuda"}, "game": {"name": game}})
     num_envs = config.learner.num_envs
-    env = fasttrain.make(game, num_envs=num_envs, backend="cuda", seed=0)
     generator = torch.Generator(device="cuda").manual_seed(0)
-    actions = torch.randint(
-        0, env.num_actions, (steps, env.num_rows), device="cuda", generator=generator
-    )
     backend = get_backend("cuda")
     out = {"num_envs": num_envs}
     try:
-        for name, spread in (("spread", True), ("blocks_256", False)):
+        for name, (layout, spread) in KERNEL_VARIANTS.items():
             backend.spread = spread
+            with cuda_layout(layout):
+                env = fasttrain.make(game, num_envs=num_envs, backend="cuda", seed=0)
+            actions = torch.randint(
+                0, env.num_actions, (steps, env.num_rows), device="cuda", generator=generator
+            )
             graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):  # warm-up: load the kernel for this stream

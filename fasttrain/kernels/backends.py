@@ -60,6 +60,8 @@ class PythonBackend:
     xp = np
     device = "cpu"
     validates_in_kernel = True  # step_all checks every action before it changes anything
+    # env.LAYOUTS: a thread (cpu) steps a run of whole envs, so each env's values side by side
+    layout = "env-major"
 
     def __init__(self):
         self._cache: dict[GameSpec, Launchers] = {}  # by spec: a replaced game recompiles
@@ -92,6 +94,11 @@ class PythonBackend:
 
     def launch_reset(self, launchers: Launchers, args: tuple, num_envs: int, stream: int = 0):
         launchers.reset(*args)
+
+    def copy_rows(self, stage, out, stream: int = 0) -> None:
+        """``out[r, k] = stage[k, r]``: env-minor ``(S, R)`` observations into ``(R, S)`` rows
+        (a ``KernelEnv`` made with another ``layout``; the host backends default to env-major)."""
+        out[...] = stage.T
 
     def on_stream(self, stream: int):
         """Context for array work ordered on ``stream`` (host backends: nothing to order)."""

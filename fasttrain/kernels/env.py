@@ -154,7 +154,38 @@ def _leading(spec: GameSpec, params, num_envs: int) -> dict:
     return {name: rows if name in PER_AGENT else num_envs for name in buffer_layout(spec, params)}
 
 
-def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
+def env_minor_zeros(xp, rows: int, shape: tuple, dtype):
+    """A zeroed ``(rows, *shape)`` array laid out environment-minor: element ``[i, k]`` of row
+    ``i`` sits beside ``[i + 1, k]`` in memory, so the threads of a warp, one per row, touching
+    the same ``k`` touch one stretch of memory. Fortran order: Numba types it ``F``, whose
+    indexing needs no strides at run time (a strided ``A`` array took MinAtar's step kernels from
+    75-80 registers to 125-172)."""
+    return xp.zeros((rows, *shape), dtype=dtype, order="F")
+
+
+def env_minor_stage(xp, rows: int, shape: tuple, dtype):
+    """The observations a kernel writes, env-minor: ``(rows, *shape)`` over ``(*shape, rows)``
+    memory in C order, so that the flat view ``(rows, S)`` keeps a row's C-order element order
+    (``io.obs_flat``) and is Fortran-ordered, and ``(S, rows)`` is the memory itself."""
+    return xp.moveaxis(xp.zeros((*shape, rows), dtype=dtype), -1, 0)
+
+
+# Where a kernel's working memory puts one environment's values (docs/kernels.md#memory-layout):
+#   env-major  every array in rows, an environment's values side by side (the host backends)
+#   obs-minor  the observations a kernel writes env-minor (a stage, copied into the env-major
+#              rows the learner reads by one coalesced copy after each step), the state in rows
+#   env-minor  the game's state arrays env-minor too
+LAYOUTS = ("env-major", "obs-minor", "env-minor")
+
+
+def check_layout(layout) -> str:
+    """``layout`` if it is one of ``LAYOUTS``, else ValueError in one line naming them."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+    return layout
+
+
+def allocate(spec: GameSpec, params, num_envs: int, xp, env_minor: bool = False) -> dict:
     """Every array a game and its runtime use, for ``num_envs`` environments, zeroed.
 
     Args:
@@ -162,6 +193,9 @@ def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
         params: an instance of ``spec.params_cls``.
         num_envs: number of environments.
         xp: array module (``numpy`` or ``cupy``).
+        env_minor: lay the game's state arrays that hold more than one value per environment
+            out environment-minor (``env_minor_zeros``, the ``env-minor`` layout); the shapes
+            and values are the same either way.
 
     Returns:
         dict name -> array; I/O buffers and episode counters with one row per agent, the RNG
@@ -169,7 +203,13 @@ def allocate(spec: GameSpec, params, num_envs: int, xp) -> dict:
     """
     layout = buffer_layout(spec, params)
     lead = _leading(spec, params, num_envs)
-    return {name: xp.zeros((lead[name], *shape), dtype=dt) for name, (shape, dt) in layout.items()}
+    minor = {f.name for f in spec.state} if env_minor else set()
+    return {
+        name: env_minor_zeros(xp, lead[name], shape, dt)
+        if name in minor and shape
+        else xp.zeros((lead[name], *shape), dtype=dt)
+        for name, (shape, dt) in layout.items()
+    }
 
 
 def buffer_nbytes(spec: GameSpec, params, num_envs: int) -> int:
@@ -256,6 +296,20 @@ def _words(flat):
     return flat
 
 
+class StepArgs(tuple):
+    """A step's launcher arguments, and the observation copy that completes the step on an
+    env-minor backend: ``copy`` is ``(stage, destination)``, the ``(S, R)`` env-minor
+    observations the kernel wrote and the ``(R, S)`` buffer they go to (None: no copy, the
+    kernel wrote the destination itself)."""
+
+    copy: tuple | None
+
+    def __new__(cls, args, copy=None):
+        self = super().__new__(cls, args)
+        self.copy = copy
+        return self
+
+
 class KernelEnv:
     """Preallocated buffers and compiled launchers for ``num_envs`` copies of one game."""
 
@@ -267,6 +321,7 @@ class KernelEnv:
         params,
         seed: int | tuple[int, ...] = 0,
         action_repeat: int = 1,
+        layout: str | None = None,
     ):
         num_envs = check_int(num_envs, "num_envs")
         if num_envs < 1:
@@ -292,9 +347,23 @@ class KernelEnv:
         self.seed = check_seeds(seed, num_envs)
         self.backend = get_backend(backend)
         self.xp = self.backend.xp
+        # the layout of the kernels' working memory (LAYOUTS, docs/kernels.md#memory-layout):
+        # env-minor, a warp's threads (one per env) touching the same element touch one stretch
+        # of memory; the backend's choice (cuda: obs-minor) unless given; every layout gives
+        # the same values, and the buffers a user or learner reads are env-major rows in all
+        self.layout = check_layout(self.backend.layout if layout is None else layout)
         need = buffer_nbytes(spec, params, num_envs)
+        if self.layout != "env-major":  # the env-minor observations the kernels write
+            obs_shape, obs_dtype = buffer_layout(spec, params)["obs"]
+            need += self.num_rows * math.prod(obs_shape) * np.dtype(obs_dtype).itemsize
         check_memory(need, f"{num_envs:,} {spec.name} envs", self.xp)
-        self.arrays = allocate(spec, params, self.num_envs, self.xp)
+        minor_state = self.layout == "env-minor"
+        self.arrays = allocate(spec, params, self.num_envs, self.xp, minor_state)
+        self._stage = None  # (R, *obs_shape) view of _stage_base, (*obs_shape, R) in memory
+        if self.layout != "env-major":
+            obs = self.arrays["obs"]
+            self._stage = env_minor_stage(self.xp, obs.shape[0], obs.shape[1:], obs.dtype)
+            self._stage_base = self._stage.base
         # the streams start seeded: an rng word of 0 is xorshift's fixed point (draws 0 forever)
         self.arrays["rng"][...] = self.xp.asarray(population_streams(self.seed, self.num_envs))
         self.launchers = self.backend.compile(spec)
@@ -309,14 +378,18 @@ class KernelEnv:
         self._out_positions = [self._step_names.index(name) for name in _OUT_ARGS]
         out_views = self._out_views(self.arrays["obs"], self.arrays["final_obs"])
         # launcher arguments of ``step`` into the env's own buffers, built once
-        self._step_args = self.backend.prepare_args(
-            self._args(self._step_names, dict(zip(_OUT_ARGS, out_views, strict=True)))
+        self._step_args = StepArgs(
+            self.backend.prepare_args(
+                self._args(self._step_names, dict(zip(_OUT_ARGS, out_views, strict=True)))
+            ),
+            self._obs_copy(self.arrays["obs"]),
         )
         obs, obs_flat = out_views[:2]
         # launcher arguments of ``reset`` (on cuda: device arrays), built once
         self.reset_args = self.backend.prepare_args(
             self._args(self._reset_names, {"obs": obs, "obs_flat": obs_flat})
         )
+        self._reset_copy = self._step_args.copy  # a reset's observations go to the env's own
         # compiled here, with a notice on a cold cache, not silently inside the first launches
         self.backend.warm_up(spec, self.launchers, self._step_args, self.reset_args)
 
@@ -339,14 +412,26 @@ class KernelEnv:
         return tuple(source[name] for name in names)
 
     def _out_views(self, obs, final_obs) -> tuple:
-        """The ``_OUT_ARGS`` views of an observation buffer pair."""
+        """The ``_OUT_ARGS`` views of an observation buffer pair (env-minor: the kernel writes
+        the observations into the env's stage, and ``obs`` gets them by ``_obs_copy``)."""
         lead = self._lead()
+        if self._stage is not None:
+            obs = self._stage
         obs_view = obs.reshape(*lead, *obs.shape[1:])
         final_view = final_obs.reshape(*lead, *final_obs.shape[1:])
         flat, final_flat = obs.reshape(*lead, -1), final_obs.reshape(*lead, -1)
+        if self._stage is not None:  # element by element: the stage's rows are not contiguous
+            return obs_view, flat, flat, final_view, final_flat, final_flat
         # final_obs is copied word by word: LLVM cannot vectorise a byte copy between
         # buffers that may alias, and this copy runs on every episode end
         return obs_view, flat, _words(flat), final_view, final_flat, _words(final_flat)
+
+    def _obs_copy(self, obs) -> tuple | None:
+        """``StepArgs.copy`` for observations bound for ``obs`` (None: env-major, no copy)."""
+        if self._stage is None:
+            return None
+        stage = self._stage_base.reshape(-1, self.num_rows)  # (S, R), C-contiguous
+        return self.backend.prepare_args((stage, obs.reshape(self.num_rows, -1)))
 
     def step_args(self, obs, final_obs=None) -> tuple:
         """Launcher arguments writing observations into ``obs`` and, for rows whose episode
@@ -359,7 +444,7 @@ class KernelEnv:
         views = self.backend.prepare_args(self._out_views(obs, final_obs))
         for position, view in zip(self._out_positions, views, strict=True):
             args[position] = view
-        return tuple(args)
+        return StepArgs(args, self._obs_copy(obs))
 
     def objects(self, arrays: dict | None = None, final_obs: bool = False) -> tuple:
         """The ``(io, s, p)`` objects over ``arrays`` (default: the env's own buffers), as the
@@ -391,7 +476,8 @@ class KernelEnv:
         self.params_version += 1
 
     def _with_values(self, args: tuple, names) -> tuple:
-        return tuple(self._values.get(n, a) for n, a in zip(names, args, strict=True))
+        values = tuple(self._values.get(n, a) for n, a in zip(names, args, strict=True))
+        return StepArgs(values, args.copy) if isinstance(args, StepArgs) else values
 
     def refresh_args(self, args: tuple) -> tuple:
         """Step launcher arguments ``args`` with the current params' values (see set_params)."""
@@ -421,6 +507,8 @@ class KernelEnv:
             for name in _STAT_SUMS:
                 self.arrays[name][...] = 0
         self.backend.launch_reset(self.launchers, self.reset_args, self.num_envs, self.stream)
+        if self._reset_copy is not None:
+            self.backend.copy_rows(*self._reset_copy, self.stream)
         return self.arrays["obs"]
 
     def step(self, args=None, check: bool = True) -> int:
@@ -436,9 +524,12 @@ class KernelEnv:
                 bad = self.xp.flatnonzero((actions < 0) | (actions >= self.num_actions))
                 if bad.size:
                     return int(bad[0])
-        return self.backend.launch_step(
-            self.launchers, args or self._step_args, self.num_envs, self.stream
-        )
+        args = args or self._step_args
+        bad = self.backend.launch_step(self.launchers, args, self.num_envs, self.stream)
+        copy = getattr(args, "copy", None)
+        if copy is not None and bad < 0:
+            self.backend.copy_rows(*copy, self.stream)
+        return bad
 
     def stats(self) -> dict:
         """Means over episodes finished since the last call (empty dict when none), then clear."""
@@ -459,7 +550,10 @@ class KernelEnv:
     def state_dict(self) -> dict:
         """Host (NumPy) copies of every buffer, enough to continue bit for bit."""
         self.backend.synchronize()
-        return {name: np.array(self.backend.to_host(a)) for name, a in self.arrays.items()}
+        # C order whatever the layout: a state saved on one backend loads on any other
+        return {
+            name: np.array(self.backend.to_host(a), order="C") for name, a in self.arrays.items()
+        }
 
     def load_state_dict(self, arrays: dict) -> None:
         """Copy ``state_dict()`` output back in; every array is checked before any is written:
@@ -490,6 +584,8 @@ class KernelEnv:
         with self.backend.on_stream(self.stream):
             for name, value in arrays.items():
                 self.arrays[name][...] = self.xp.asarray(value)
+            if self._stage is not None:  # what the kernels see as the last observations
+                self._stage[...] = self.arrays["obs"]
 
     def _host_state(self, i) -> dict:
         i = check_int(i, "env index")

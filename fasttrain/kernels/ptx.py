@@ -1,10 +1,12 @@
 """Offline PTX and register report: the real numba-cuda compiler, with no GPU.
 
-``compile_ptx`` turns a game's generated step and reset kernels into PTX, ``compile_column_ptx``
-does the same for a learner column kernel (GAE), both with numba-cuda and NVVM only
-(``pip install 'numba-cuda[cu12]'``), so CI checks that every kernel compiles for the hardware
-target. ``report`` adds each kernel's registers and spills where ``ptxas`` is at hand; it works on
-the specs it is given (``python -m fasttrain.ptx`` passes the registered games).
+``compile_ptx`` turns a game's generated step and reset kernels into PTX (over the env-minor
+layout the GPU uses), ``compile_column_ptx`` does the same for a learner column kernel (GAE)
+and ``compile_copy_rows_ptx`` for the copy of env-minor observations into rows, all with
+numba-cuda and NVVM only (``pip install 'numba-cuda[cu12]'``), so CI checks that every kernel
+compiles for the hardware target. ``report`` adds each kernel's registers and spills where
+``ptxas`` is at hand; it works on the specs it is given (``python -m fasttrain.ptx`` passes the
+registered games).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import subprocess
 import tempfile
 import types
 
+import numpy as np
+
 from .columns import ColumnKernel
-from .cuda import kernel_module
+from .cuda import copy_rows_module, kernel_module
 from .device import simulator
 from .env import KernelEnv
 from .gae import GAE, GAE_COLUMNS, example_args
@@ -57,7 +61,16 @@ def _target_cc(cc: tuple[int, int]):
         assign(path, original)
 
 
-def compile_ptx(spec: GameSpec, params=None, cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
+def _cuda_layout() -> str:
+    """The layout the cuda backend gives new envs (its default: no GPU is asked)."""
+    from .cuda import CUDABackend
+
+    return CUDABackend.LAYOUT
+
+
+def compile_ptx(
+    spec: GameSpec, params=None, cc: tuple[int, int] = (9, 0), layout: str | None = None
+) -> dict[str, str]:
     """PTX of a game's step and reset kernels for compute capability ``cc``, with no GPU.
 
     Args:
@@ -65,6 +78,7 @@ def compile_ptx(spec: GameSpec, params=None, cc: tuple[int, int] = (9, 0)) -> di
         params: its params (default ``spec.make_params()``); argument types are those of the
             buffers ``KernelEnv`` allocates, so one PTX serves every value of the params.
         cc: compute capability, e.g. ``(9, 0)``.
+        layout: the buffers' layout (``env.LAYOUTS``; default: the cuda backend's).
 
     Returns:
         ``{"step_kernel": ptx, "reset_kernel": ptx}``.
@@ -74,7 +88,9 @@ def compile_ptx(spec: GameSpec, params=None, cc: tuple[int, int] = (9, 0)) -> di
 
     _require_compiler()
     params = spec.make_params() if params is None else params
-    host = KernelEnv(spec, 1, "python", params)  # same buffers and argument order, on the host
+    # the same buffers, argument order and layout as on the GPU (two envs: with one an
+    # env-minor array is contiguous both ways and would type as C), on the host
+    host = KernelEnv(spec, 2, "python", params, layout=layout or _cuda_layout())
     module = kernel_module(spec, cuda, f"ptx cc={cc}")
     out = {}
     launches = {"step_kernel": host.step_args(host.arrays["obs"]), "reset_kernel": host.reset_args}
@@ -106,6 +122,18 @@ def compile_column_ptx(kernel: ColumnKernel, args: tuple, cc: tuple[int, int] = 
     signature = tuple(numba.typeof(a) for a in launch_args)
     with _target_cc(cc):
         return cuda.compile_ptx(module.column_kernel, signature, cc=cc)[0]
+
+
+def compile_copy_rows_ptx(dtype=np.uint8, cc: tuple[int, int] = (9, 0)) -> str:
+    """PTX of ``cuda.copy_rows_kernel`` (env-minor observations into rows) for ``dtype``."""
+    import numba
+    from numba import cuda
+
+    _require_compiler()
+    module = copy_rows_module(dtype)
+    stage = np.zeros((5, 3), dtype)
+    signature = (numba.typeof(stage), numba.typeof(stage.T.copy()))
+    return cuda.compile_ptx(module.copy_rows_kernel, signature, cc=cc)[0]
 
 
 def find_ptxas() -> str | None:
@@ -143,13 +171,14 @@ def ptxas_info(ptx: str, cc: tuple[int, int] = (9, 0)) -> str:
     return result.stderr
 
 
-def report(specs, cc: tuple[int, int] = (9, 0)) -> list[str]:
+def report(specs, cc: tuple[int, int] = (9, 0), layout: str | None = None) -> list[str]:
     """One line per kernel of ``specs`` and per learner kernel (GAE, GAE_COLUMNS): PTX size,
     and registers and spill stores where ``ptxas`` is found.
 
     Args:
         specs: the games (``GameSpec``) to compile.
         cc: compute capability, e.g. ``(9, 0)``.
+        layout: the games' buffer layout (``env.LAYOUTS``; default: the cuda backend's).
 
     Returns:
         Lines such as ``snake      step_kernel   sm_90: PTX 51,234 chars, 40 registers, 0 B
@@ -157,10 +186,14 @@ def report(specs, cc: tuple[int, int] = (9, 0)) -> list[str]:
     """
     kernels = []
     for spec in specs:
-        kernels += [(spec.name, name, ptx) for name, ptx in compile_ptx(spec, cc=cc).items()]
+        compiled = compile_ptx(spec, cc=cc, layout=layout) if layout else compile_ptx(spec, cc=cc)
+        kernels += [(spec.name, name, ptx) for name, ptx in compiled.items()]
     kernels.append(("gae", "column_kernel", compile_column_ptx(GAE, example_args(), cc)))
     columns = compile_column_ptx(GAE_COLUMNS, example_args(per_column=True), cc)
     kernels.append(("gae_columns", "column_kernel", columns))
+    dtypes = sorted({np.dtype(spec.obs_dtype).name for spec in specs})
+    for dtype in dtypes:
+        kernels.append((f"rows_{dtype}", "copy_rows", compile_copy_rows_ptx(dtype, cc)))
     has_ptxas = find_ptxas() is not None
     lines = []
     for name, kernel, ptx in kernels:

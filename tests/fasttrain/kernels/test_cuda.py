@@ -39,6 +39,22 @@ def check(name):
     a = fasttrain.make(name, num_envs=num_envs, backend="cuda", seed=11)
     b = fasttrain.make(name, num_envs=num_envs, backend="cpu", seed=11)
     assert a.backend == "cuda" and torch.equal(a.obs, b.obs)
+    # the kernels ran over the cuda backend's layout: observations written to an env-minor
+    # stage and copied into env-major rows (what the learner reads)
+    core = a._core
+    assert core.layout == "obs-minor" and core._stage.strides[0] == core._stage.itemsize
+    assert a.obs.is_contiguous() and b._core.layout == "env-major"
+    # and over the env-minor state too, the same numbers
+    backend = get_backend("cuda")
+    backend.layout = "env-minor"
+    try:
+        assert_backends_agree(spec, ["cpu", "cuda"], num_envs, steps // 3, seed=5, params=params)
+        c = fasttrain.make(name, num_envs=num_envs, backend="cuda", seed=11)
+    finally:
+        backend.layout = "obs-minor"
+    for f in spec.state:
+        array = c._core.arrays[f.name]
+        assert array.ndim == 1 or array.strides[0] == array.itemsize, (f.name, array.strides)
     g = torch.Generator().manual_seed(1)
     # writing into learner-owned slots (rollout storage) and a saved state work the same way
     slots = torch.zeros((3, *a.obs.shape), dtype=a.obs.dtype)
@@ -115,6 +131,21 @@ for i in range(N):
     gae(*args, gammas[i], lambdas[i], out[0], out[1])
     assert np.array_equal(out[0][:, i], out[2][:, i]) and np.array_equal(out[1][:, i], out[3][:, i])
 print("SIMULATOR OK")
+
+# the copy of env-minor observations into rows (cuda.copy_rows_kernel), itself on the simulator:
+# a stage of several tiles each way, the last ones partly past its edges
+from fasttrain.kernels.cuda import copy_rows_grid, copy_rows_module
+from numba import cuda
+
+for dtype in (np.uint8, np.float32):
+    stage = (rng.random((45, 37)) * 250).astype(dtype)
+    out = np.full((37, 45), 7, dtype)
+    kernel = cuda.jit(copy_rows_module(dtype).copy_rows_kernel)
+    blocks, threads = copy_rows_grid(stage.shape)
+    assert blocks == (2, 2), blocks
+    kernel[blocks, threads](stage, out)
+    assert np.array_equal(out, stage.T), dtype
+print("COPY ROWS OK")
 """
 
 
@@ -132,10 +163,20 @@ def test_cuda_backend_on_the_simulator_matches_cpu_bit_for_bit(game, simulated):
         raise AssertionError(f"{game} on the simulator:\n{failed[-3000:]}")
 
 
-def test_gae_on_the_simulator_matches_the_python_reference_bit_for_bit(tmp_path):
-    result = run_on_simulator(GAE_SCRIPT, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def kernels_simulated(tmp_path_factory):
+    """GAE_SCRIPT (the learner kernels and the observation copy) run once."""
+    return run_on_simulator(GAE_SCRIPT, cwd=tmp_path_factory.mktemp("sim-kernels"))
+
+
+def test_gae_on_the_simulator_matches_the_python_reference_bit_for_bit(kernels_simulated):
+    assert "SIMULATOR OK" in kernels_simulated.stdout, kernels_simulated.stderr[-3000:]
+
+
+def test_the_observation_copy_kernel_on_the_simulator_writes_every_row(kernels_simulated):
+    result = kernels_simulated
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "SIMULATOR OK" in result.stdout
+    assert "COPY ROWS OK" in result.stdout
 
 
 def test_games_hold_no_backend_code():
@@ -163,22 +204,43 @@ gpu = pytest.mark.skipif(not _gpu_ready(), reason="needs a CUDA GPU with the cud
 
 @pytest.mark.gpu
 @gpu
-def test_gpu_matches_cpu_at_scale():
+@pytest.mark.parametrize(
+    "game, layout",
+    [
+        ("snake", "obs-minor"),
+        ("snake", "env-major"),
+        ("snake", "env-minor"),
+        ("minatar-breakout", "env-minor"),
+    ],  # fmt: skip
+)
+def test_gpu_matches_cpu_at_scale(game, layout):
+    """Thousands of envs over several tiles of the observation copy, in every layout."""
     import torch
 
     import fasttrain
+    from fasttrain.kernels import get_backend
 
-    a = fasttrain.make("snake", num_envs=4096, backend="cuda", seed=3)
-    b = fasttrain.make("snake", num_envs=4096, backend="cpu", seed=3)
+    backend = get_backend("cuda")
+    before, backend.layout = backend.layout, layout
+    try:
+        a = fasttrain.make(game, num_envs=4100, backend="cuda", seed=3)
+    finally:
+        backend.layout = before
+    b = fasttrain.make(game, num_envs=4100, backend="cpu", seed=3)
+    assert a._core.layout == layout and torch.equal(a.obs.cpu(), b.obs)
     g = torch.Generator().manual_seed(0)
-    for t in range(1000):
-        act = torch.randint(0, 4, (4096,), generator=g)
+    for t in range(300):
+        act = torch.randint(0, a.num_actions, (4100,), generator=g)
         a.step(act.cuda())
         b.step(act)
         assert torch.equal(a.obs.cpu(), b.obs), t
         assert torch.equal(a.rewards.cpu(), b.rewards) and torch.equal(
             a.terminated.cpu(), b.terminated
         )
+        ended = b.terminated | b.truncated
+        assert torch.equal(a.final_obs.cpu()[ended], b.final_obs[ended]), t
+    for name, value in a.state_dict().items():
+        assert (value == b.state_dict()[name]).all(), name
 
 
 @pytest.mark.gpu

@@ -1,5 +1,6 @@
-"""Params: ``KernelEnv.set_params`` between steps, str params with ``GameSpec.choices``, and
-games with more params and state arrays than a call could once pass (no limit now).
+"""Params: ``KernelEnv.set_params`` between steps, str params with ``GameSpec.choices``,
+games with more params and state arrays than a call could once pass (no limit now), and the
+env-minor memory layout the cuda backend uses (here on the host backends, against env-major).
 
 A tiny game defined here: each step rewards ``scale * value + offset``, where ``value`` is the
 action, twice it or minus it (``mode``); ``reset_one`` writes ``start`` into the observation;
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from fasttrain import games
 from fasttrain.kernels import Field, GameSpec, KernelEnv, assert_backends_agree
 
 BACKENDS = ["python", "cpu"]
@@ -71,8 +73,8 @@ DIAL = GameSpec(
 )
 
 
-def make_env(backend, num_envs=3, **params):
-    env = KernelEnv(DIAL, num_envs, backend, DIAL.make_params(**params), seed=0)
+def make_env(backend, num_envs=3, layout=None, **params):
+    env = KernelEnv(DIAL, num_envs, backend, DIAL.make_params(**params), seed=0, layout=layout)
     env.reset(seed=0)
     return env
 
@@ -169,11 +171,13 @@ def test_set_params_wants_the_games_params_class():
         env.set_params(dataclasses.make_dataclass("DialParams", [("scale", float, 2.0)])())
 
 
+@pytest.mark.parametrize("layout", ["env-major", "obs-minor"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_launcher_arguments_built_before_are_refreshed_by_refresh_args(backend):
+def test_launcher_arguments_built_before_are_refreshed_by_refresh_args(backend, layout):
     """``step_args`` built before set_params keep the old values, as documented, until passed
-    through ``refresh_args``; they still write into their own buffers."""
-    env = make_env(backend, num_envs=2)
+    through ``refresh_args``; they still write into their own buffers (env-minor: through the
+    copy that completes each step, which ``refresh_args`` keeps)."""
+    env = make_env(backend, num_envs=2, layout=layout)
     obs, final_obs = np.zeros((2, 1), np.float32), np.zeros((2, 1), np.float32)
     args = env.step_args(obs, final_obs)
     env.set_params(DIAL.make_params(offset=10))
@@ -436,3 +440,82 @@ def test_bad_population_seeds_get_one_line_changing_nothing(seed, error, words):
     assert env.seed == 0
     for name, array in before.items():
         np.testing.assert_array_equal(env.arrays[name], array, err_msg=name)
+
+
+# ------------------------------------------------------------------------------- memory layout
+
+
+def _random_play(env, other, steps, rng, out=None):
+    """Step ``env`` and ``other`` with the same random actions, ``env`` into ``out`` (its
+    ``step_args``) on odd steps; every observation and final observation must agree."""
+    obs, final_obs = (np.zeros_like(env.arrays["obs"]) for _ in range(2))
+    bound = env.step_args(obs, final_obs)
+    for t in range(steps):
+        actions = rng.integers(0, env.num_actions, env.num_rows)
+        env.arrays["actions"][:] = actions
+        other.arrays["actions"][:] = actions
+        assert env.step(bound if t % 2 else None) == -1 and other.step() == -1
+        seen, finals = (obs, final_obs) if t % 2 else (env.arrays["obs"], env.arrays["final_obs"])
+        np.testing.assert_array_equal(seen, other.arrays["obs"], err_msg=f"obs at step {t}")
+        ended = other.arrays["terminated"] | other.arrays["truncated"]
+        np.testing.assert_array_equal(finals[ended], other.arrays["final_obs"][ended])
+        for name in ("rewards", "terminated", "truncated", "rng", *env.state):
+            np.testing.assert_array_equal(env.arrays[name], other.arrays[name], err_msg=name)
+
+
+@pytest.mark.parametrize("layout", ["obs-minor", "env-minor"])
+@pytest.mark.parametrize("game", games.names())
+def test_an_env_minor_layout_plays_as_env_major_bit_for_bit(game, layout):
+    """The same game code over an env-minor observation stage (copied into rows after each step
+    and reset) and, in ``env-minor``, env-minor state gives exactly the env-major trajectories."""
+    spec = games.get(game)
+    params = spec.make_params()
+    minor = KernelEnv(spec, 5, "python", params, seed=7, layout=layout)
+    major = KernelEnv(spec, 5, "python", params, seed=7)
+    assert major.layout == "env-major"  # the host backends' own
+    minor.reset()
+    major.reset()
+    np.testing.assert_array_equal(minor.arrays["obs"], major.arrays["obs"])
+    _random_play(minor, major, 41, np.random.default_rng(0))  # the last step into its own
+    # a state saved from either layout is the same plain arrays, and loads into the other
+    saved = minor.state_dict()
+    for name, array in major.state_dict().items():
+        assert saved[name].flags.c_contiguous
+        if name != "final_obs":  # the env's own final_obs missed the bound steps' episodes
+            np.testing.assert_array_equal(saved[name], array, err_msg=name)
+    minor.load_state_dict(major.state_dict())
+    major.load_state_dict(saved)
+    _random_play(major, minor, 10, np.random.default_rng(1))
+
+
+def test_env_minor_arrays_put_one_envs_neighbour_beside_it():
+    """Env-minor: element ``[i, k]`` sits beside ``[i + 1, k]``; the kernels' observation views
+    are views of the stage, and the copy pair reads the stage and writes the bound rows."""
+    spec = games.get("snake")
+    env = KernelEnv(spec, 6, "python", spec.make_params(), layout="env-minor")
+    for name in ("body", "grid"):
+        array = env.arrays[name]
+        assert array.shape == (6, 144) and array.strides == (array.itemsize, 6 * array.itemsize)
+    seaquest = games.get("minatar-seaquest")
+    fish = KernelEnv(seaquest, 6, "python", seaquest.make_params(), layout="env-minor")
+    assert fish.arrays["fish"].strides[0] == fish.arrays["fish"].itemsize
+    assert fish.arrays["fish"].flags.f_contiguous  # typed F by Numba: no strides at run time
+    rows = KernelEnv(spec, 6, "python", spec.make_params(), layout="obs-minor")
+    assert rows.arrays["body"].flags.c_contiguous and rows._stage.strides[0] == 1
+    assert env.arrays["tail"].strides == (4,) and env.arrays["obs"].flags.c_contiguous
+    obs = np.zeros_like(env.arrays["obs"])
+    args = env.step_args(obs, np.zeros_like(obs))
+    stage, rows = args.copy
+    assert stage.shape == (576, 6) and stage.flags.c_contiguous
+    assert np.shares_memory(rows, obs) and rows.shape == (6, 576)
+    names = env._step_names
+    for name in ("obs", "obs_flat", "obs_words"):
+        view = args[names.index(name)]
+        assert np.shares_memory(view, stage) and view.strides[0] == 1, name
+    assert KernelEnv(spec, 6, "python", spec.make_params()).step_args(obs).copy is None
+
+
+def test_an_unknown_layout_is_refused_in_one_line_naming_the_layouts():
+    spec = games.get("snake")
+    with pytest.raises(ValueError, match="layout must be one of env-major, obs-minor, env-minor"):
+        KernelEnv(spec, 2, "python", spec.make_params(), layout="soa")

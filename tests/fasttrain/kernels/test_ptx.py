@@ -111,6 +111,20 @@ def test_gae_kernels_compile_to_ptx(per_column):
     assert "%ctaid.x" in ptx and "%tid.x" in ptx  # one thread per column
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_the_copy_of_env_minor_observations_into_rows_compiles_to_ptx(dtype):
+    from fasttrain.kernels.ptx import compile_copy_rows_ptx, find_ptxas, ptxas_info
+
+    ptx = compile_copy_rows_ptx(dtype, (9, 0))
+    assert ".target sm_90" in ptx and "copy_rows_kernel" in _entries(ptx)[0]
+    # the tile goes through shared memory between one barrier: both sides read by warps
+    assert ".shared" in ptx and "bar.sync" in ptx and "%tid.y" in ptx
+    assert "st.shared.u8" in ptx if dtype == "uint8" else "st.shared.f32" in ptx
+    if find_ptxas() is not None:
+        info = ptxas_info(ptx, (9, 0))
+        assert re.search(r"\b0 bytes spill stores", info), info
+
+
 def test_a_kernel_the_cuda_target_cannot_type_fails_to_compile():
     """compile_ptx really compiles: a game step that only Python can run is refused."""
     import dataclasses
@@ -157,7 +171,7 @@ def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given(monkeypatch):
     lines = report([games.get("snake")], (8, 0))
     names = [tuple(line.split()[:2]) for line in lines]
     assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel"),
-                     ("gae_columns", "column_kernel")]  # fmt: skip
+                     ("gae_columns", "column_kernel"), ("rows_uint8", "copy_rows")]  # fmt: skip
     assert all("sm_80: PTX" in line for line in lines)
     if find_ptxas() is not None:
         assert all(re.search(r"\d+ registers, \d+ B spill stores$", line) for line in lines)
