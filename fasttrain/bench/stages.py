@@ -371,9 +371,11 @@ def sb3_target_stage(plan: Plan, results: Results, seeds: list[int]) -> None:
 
 def run_stages(plan: Plan) -> Results:
     """Every stage of the plan in order: compile, then per game env, baseline and training,
-    then the peers, then the time-to-target runs. Compiled kernels go to a new cache, removed at
-    the end. With ``targets_only`` only the last stage runs, on the usual cache (compiling is
-    outside its timings)."""
+    then the peers, then the time-to-target runs. The compile stage times a new cache, which
+    the stages after it reuse and which is removed at the end; without it (``--quick``) every
+    stage runs on the usual cache, warm from earlier runs (a new one would only add a cold
+    compile before the first timing). With ``targets_only`` only the last stage runs, on the
+    usual cache (compiling is outside its timings)."""
     results = Results()
     cache = tempfile.mkdtemp(prefix="fasttrain-bench-cache-")
     previous_cache = os.environ.get("FASTTRAIN_CACHE_DIR")
@@ -381,10 +383,10 @@ def run_stages(plan: Plan) -> Results:
         if not plan.targets_only:
             if plan.compile_times:
                 compile_stage(plan, results, cache)
+                # this process reuses the cache just filled, so no compile lands in a timing
+                os.environ["FASTTRAIN_CACHE_DIR"] = cache
             else:
                 results.skip("compile", "cold and warm compile times: left out with --quick")
-            # this process reuses the cache just filled, so no compile lands inside a timing
-            os.environ["FASTTRAIN_CACHE_DIR"] = cache
             for game in plan.games:
                 env_stage(plan, results, game)
                 baseline_stage(plan, results, game)

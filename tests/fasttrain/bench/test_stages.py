@@ -481,30 +481,43 @@ def test_a_failed_target_run_is_a_skip_and_sb3_still_runs(tmp_path, monkeypatch)
     assert sb3 == [[7, 8]]
 
 
-@pytest.mark.parametrize("targets_only", [True, False])
-def test_run_stages_runs_the_stages_in_order_in_a_cache_it_removes(
-    tmp_path, monkeypatch, targets_only
+@pytest.mark.parametrize("mode", ["targets_only", "quick", "compile_times"])
+def test_run_stages_runs_the_stages_in_order_on_the_cache_their_timings_need(
+    tmp_path, monkeypatch, mode
 ):
+    """With the compile times measured, every stage after them reuses the new cache those
+    filled, removed at the end; without them (``--quick``, ``--targets-only``) every stage runs
+    on the user's usual cache, warm from earlier runs."""
     order, caches = [], []
 
     def stage(name):
         def run(plan, results, *rest):
             order.append((name, *rest[:1]))
             caches.append(os.environ.get("FASTTRAIN_CACHE_DIR"))
+            if name == "compile_stage":
+                filled.append(rest[0])
+                assert os.path.isdir(rest[0])
 
         return run
 
-    for name in ("env_stage", "baseline_stage", "training_stage", "peer_stage", "targets_stage"):
+    filled = []
+    names = ("compile_stage", "env_stage", "baseline_stage", "training_stage", "peer_stage")
+    for name in (*names, "targets_stage"):
         monkeypatch.setattr(stages, name, stage(name))
     monkeypatch.setenv("FASTTRAIN_CACHE_DIR", "/the/users/cache")
-    plan = cartpole_plan(tmp_path, game_names=("snake", "cartpole"), targets_only=targets_only)
+    plan = cartpole_plan(
+        tmp_path,
+        game_names=("snake", "cartpole"),
+        targets_only=mode == "targets_only",
+        quick=mode != "compile_times",
+    )
     results = stages.run_stages(plan)
     assert os.environ["FASTTRAIN_CACHE_DIR"] == "/the/users/cache"  # given back
-    if targets_only:
+    if mode == "targets_only":
         assert order == [("targets_stage",)] and caches == ["/the/users/cache"]
         assert results.skipped == []
         return
-    assert order == [
+    assert [o for o in order if o[0] != "compile_stage"] == [
         ("env_stage", "snake"),
         ("baseline_stage", "snake"),
         ("training_stage", "snake"),
@@ -514,9 +527,13 @@ def test_run_stages_runs_the_stages_in_order_in_a_cache_it_removes(
         ("peer_stage",),
         ("targets_stage",),
     ]
-    (cache,) = set(caches)  # every stage in the one new cache, removed at the end
-    assert cache != "/the/users/cache" and not os.path.exists(cache)
-    assert [s["what"] for s in results.skipped] == ["compile"]  # --quick: no compile times
+    if mode == "quick":
+        assert set(caches) == {"/the/users/cache"} and filled == []
+        assert [s["what"] for s in results.skipped] == ["compile"]  # --quick: no compile times
+        return
+    (cache,) = filled
+    assert order[0][0] == "compile_stage" and caches[1:] == [cache] * (len(caches) - 1)
+    assert cache != "/the/users/cache" and not os.path.exists(cache)  # removed at the end
     monkeypatch.delenv("FASTTRAIN_CACHE_DIR")
     stages.run_stages(plan)
     assert "FASTTRAIN_CACHE_DIR" not in os.environ
