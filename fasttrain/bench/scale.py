@@ -280,11 +280,15 @@ def cuda_layout(layout: str):
         backend.layout = before
 
 
+# the games whose env rate is measured in every layout (the others: the default layout only)
+LAYOUT_GAMES = ("snake", "minatar-breakout", "minatar-space_invaders", "cartpole")
+
+
 def env_rate(game: str, seconds: float = 1.0) -> dict:
     """env-steps/s and observation GB/s written at ``LARGE_ENVS`` environments on the GPU, in
-    each buffer layout (``kernels.env.LAYOUTS``: the default ``obs-minor`` first, then the
-    env-major rows of before and the env-minor state too). A layout whose envs do not fit is
-    None, with its reason."""
+    the default layout and, for ``LAYOUT_GAMES``, in each other (``kernels.env.LAYOUTS``: the
+    env-major rows of before, the env-minor state too) under ``layouts``. A layout whose envs
+    do not fit the GPU holds its one-line error instead."""
     import math
 
     import numpy as np
@@ -298,7 +302,8 @@ def env_rate(game: str, seconds: float = 1.0) -> dict:
     agents = spec.agents(params)
     obs_bytes = math.prod(spec.obs_shape(params)) * np.dtype(spec.obs_dtype).itemsize * agents
     out = {}
-    for layout in sorted(LAYOUTS, key=lambda name: name != "obs-minor"):
+    layouts = LAYOUTS if game in LAYOUT_GAMES else ("obs-minor",)
+    for layout in sorted(layouts, key=lambda name: name != "obs-minor"):
         try:
             with cuda_layout(layout):
                 sps = statistics.median(bench_env(game, "cuda", LARGE_ENVS, 3, seconds)[0])
