@@ -526,9 +526,8 @@ class KernelEnv:
                     return int(bad[0])
         args = args or self._step_args
         bad = self.backend.launch_step(self.launchers, args, self.num_envs, self.stream)
-        copy = getattr(args, "copy", None)
-        if copy is not None and bad < 0:
-            self.backend.copy_rows(*copy, self.stream)
+        if self._stage is not None and bad < 0:  # env-minor: args are step_args' StepArgs
+            self.backend.copy_rows(*args.copy, self.stream)
         return bad
 
     def stats(self) -> dict:
