@@ -43,9 +43,9 @@ class RunConfig:
     off elsewhere; where compiling fails it warns once and runs eagerly"""
     cuda_graph: bool = True
     """on cuda, capture the rollout horizon (every step's policy forward, sampling, env kernel
-    and storage writes; PPO and PQN) and PPO's minibatch steps once as CUDA graphs and replay
-    them, the same results bit for bit with no per-step launch cost; false: launch each step's
-    work eagerly (where capture is not possible the run says why in one line, eagerly)"""
+    and storage writes) and each minibatch step of the update (PPO, PQN) once as CUDA graphs
+    and replay them, the same results bit for bit with no per-step launch cost; false: launch
+    each step's work eagerly (where capture is not possible the run says why in one line)"""
     torch_threads: int = 0
     """torch intra-op threads (0: one per core; one for a small network stepping few rows, under
     500k multiply-adds per rollout step, as CartPole's defaults)"""

@@ -103,15 +103,70 @@ def tensor_addresses(*modules) -> tuple:
 
 
 def update_graph_problem(config, ctx, optimizer) -> str | None:
-    """None where a PPO run whose rollout is captured can also capture its minibatch steps,
-    else why not (one line)."""
+    """None where a run whose rollout is captured (PPO, PQN) can also capture its minibatch
+    steps, else why not (one line)."""
     if ctx.scaler is not None:
         return "run.amp = 'fp16' scales the loss with a scaler that reads its flag on the host"
     if ctx.ranks.enabled:
         return "a data-parallel run all-reduces its gradients between ranks"
     if not isinstance(optimizer, torch.optim.Adam) or not optimizer.defaults.get("fused"):
-        return f"ppo.optimizer = {config.learner.optimizer!r} is not the fused Adam"
+        name = f"{config.run.algo}.optimizer"
+        return f"{name} = {config.learner.optimizer!r} is not the fused Adam"
     return None
+
+
+def update_key(module, optimizer, batch: torch.Tensor) -> tuple:
+    """What a captured minibatch step baked in: the network's and the optimizer's tensors and
+    the flat batch it reads."""
+    state = [t for moments in optimizer.state.values() for t in moments.values()]
+    return (
+        tensor_addresses(module),
+        tuple(t.data_ptr() for t in state if torch.is_tensor(t)),
+        batch.data_ptr(),
+    )
+
+
+class GraphedUpdate:
+    """A learner's minibatch step ``step(mb) -> stats`` replayed as a CUDA graph: ``mb`` (its
+    flat indices, drawn on the device) copied into the one index buffer the graph reads, the
+    step counted in ``ctx.updates`` (a replay runs no Python)."""
+
+    def __init__(self, step, key, device: torch.device, ctx):
+        self.graph = GraphedCall(step, key, [], device)
+        self.ctx = ctx
+        self.slot: torch.Tensor | None = None
+
+    @property
+    def captures(self) -> int:
+        return self.graph.captures
+
+    def __call__(self, mb: torch.Tensor) -> torch.Tensor:
+        if self.slot is None or self.slot.shape != mb.shape:
+            self.slot = torch.empty_like(mb)
+        self.slot.copy_(mb)
+        updates = self.ctx.updates
+        stats = self.graph(self.slot)
+        self.ctx.updates = updates + 1
+        return stats
+
+
+def setup_update_graph(learner, config, step, key, warn) -> GraphedUpdate | None:
+    """The minibatch steps of ``learner`` (its ``ctx``, ``optimizer``, ``device``, and
+    ``horizon_graph`` already set) as a ``GraphedUpdate`` where its rollout is captured and its
+    update can be (``update_graph_problem``), else None, one line saying why where the rollout
+    is captured. Sets ``learner.rates_on_device``: on cuda the fused Adam reads its rate from a
+    device tensor whether its step is captured or not, so a run computes the same numbers with
+    ``run.cuda_graph`` on and off."""
+    problem = update_graph_problem(config, learner.ctx, learner.optimizer)
+    learner.rates_on_device = learner.device.type == "cuda" and problem is None
+    if learner.rates_on_device:
+        graph_safe_optimizer(learner.optimizer, learner.device)
+    if learner.horizon_graph is None:
+        return None
+    if problem:
+        warn(f"the update runs eagerly, not as CUDA graphs: {problem}")
+        return None
+    return GraphedUpdate(step, key, learner.device, learner.ctx)
 
 
 def graph_safe_optimizer(optimizer, device: torch.device) -> None:

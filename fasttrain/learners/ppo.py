@@ -40,8 +40,9 @@ from fasttrain.learners.graphs import (
     GraphedCall,
     graph_problem,
     graph_safe_optimizer,
+    setup_update_graph,
     tensor_addresses,
-    update_graph_problem,
+    update_key,
 )
 from fasttrain.learners.optim import (
     make_optimizer,
@@ -235,45 +236,25 @@ class Trainer(TrainerBase):
                 self.device,
                 after=[self.env.follow_torch_stream],
             )
-        self.update_graph, self.mb_slot = None, None
-        problem = update_graph_problem(self.config, self.ctx, self.optimizer)
-        # on cuda the fused Adam reads its rate from a tensor whether its step is captured or
-        # not, so a run computes the same numbers with run.cuda_graph on and off
-        self.rates_on_device = self.device.type == "cuda" and problem is None
-        if self.rates_on_device:
-            graph_safe_optimizer(self.optimizer, self.device)
-        if self.horizon_graph is not None and problem:
-            warn(f"the update runs eagerly, not as CUDA graphs: {problem}")
-        elif self.horizon_graph is not None:
-            self.update_graph = GraphedCall(self._train_step, self.update_key, [], self.device)
+        self.update_graph = setup_update_graph(
+            self, self.config, self._train_step, self.update_key, warn
+        )
 
     def graph_key(self, storage: Rollout) -> tuple:
         """What a captured horizon baked in (see ``GraphedCall``): the env's launch values and
         the acting policy's tensors."""
         return (self.env.params_version, tensor_addresses(self.behaviour))
 
-    def update_key(self, mb_slot: torch.Tensor) -> tuple:
-        """What a captured minibatch step baked in: the policy's and the optimizer's tensors
-        and the batch it reads."""
-        optimizer_state = [t for state in self.optimizer.state.values() for t in state.values()]
-        return (
-            tensor_addresses(self.policy),
-            tuple(t.data_ptr() for t in optimizer_state if torch.is_tensor(t)),
-            self.b_obs.data_ptr(),
-        )
+    def update_key(self, _mb_slot=None) -> tuple:
+        """What a captured minibatch step baked in (``graphs.update_key``)."""
+        return update_key(self.policy, self.optimizer, self.b_obs)
 
     def learn_minibatch(self, mb: torch.Tensor) -> torch.Tensor:
         """One optimizer step on minibatch ``mb``; returns the loss stats: a CUDA graph replay
-        where ``setup_graph`` made one (``mb`` copied into the one index buffer it reads)."""
+        where ``setup_graph`` made one."""
         if self.update_graph is None:
             return self.train_step(mb)
-        if self.mb_slot is None or self.mb_slot.shape != mb.shape:
-            self.mb_slot = torch.empty_like(mb)
-        self.mb_slot.copy_(mb)
-        updates = self.ctx.updates
-        stats = self.update_graph(self.mb_slot)
-        self.ctx.updates = updates + 1  # a replay runs no Python: count the step here
-        return stats
+        return self.update_graph(mb)
 
     def rollout(self, storage: Rollout | None = None) -> None:
         """``num_steps`` steps of every env into ``storage`` (default: ``self.storage``),

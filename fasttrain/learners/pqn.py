@@ -30,7 +30,14 @@ from fasttrain.learners.base import (
     user_sizes,
     warn_once,
 )
-from fasttrain.learners.graphs import GraphedCall, graph_problem, tensor_addresses
+from fasttrain.learners.graphs import (
+    GraphedCall,
+    graph_problem,
+    graph_safe_optimizer,
+    setup_update_graph,
+    tensor_addresses,
+    update_key,
+)
 from fasttrain.learners.optim import (
     make_optimizer,
     set_learning_rate,
@@ -95,6 +102,11 @@ class Trainer(TrainerBase):
             self.horizon_graph = GraphedCall(
                 self.rollout_steps, self.graph_key, [], self.device, [self.env.follow_torch_stream]
             )
+        # each minibatch step as a CUDA graph where the rollout is one (its order drawn on the
+        # device before it); sets rates_on_device
+        self.update_graph = setup_update_graph(
+            self, config, self._train_step, self.update_key, warn
+        )
 
     def allocate_storage(self) -> None:
         """Time-major storage, allocated once; obs[t + 1] and final_obs[t] are written by the
@@ -239,6 +251,16 @@ class Trainer(TrainerBase):
         )
         return torch.stack([loss.detach(), q.detach().mean()])
 
+    def update_key(self, _mb_slot=None) -> tuple:
+        """What a captured minibatch step baked in (``graphs.update_key``)."""
+        return update_key(self.q_network, self.optimizer, self.b_obs)
+
+    def learn_minibatch(self, mb: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on minibatch ``mb``: a CUDA graph replay where there is one."""
+        if self.update_graph is None:
+            return self.train_step(mb)
+        return self.update_graph(mb)
+
     def update(self) -> dict:
         args = self.args
         t0 = time.perf_counter()
@@ -250,7 +272,7 @@ class Trainer(TrainerBase):
         for _epoch in range(args.update_epochs):
             order = torch.randperm(self.batch_size, generator=self.generator, device=self.device)
             for mb in order.view(args.num_minibatches, self.minibatch_size):
-                totals += self.train_step(mb)
+                totals += self.learn_minibatch(mb)
         self.iteration += 1
         self.timers.learn += time.perf_counter() - t0
         updates = args.update_epochs * args.num_minibatches
@@ -290,6 +312,8 @@ class Trainer(TrainerBase):
         savedstate.weights(model, "model", self.q_network)
         savedstate.like(state["next_obs"], "next_obs", self.obs[0], self.env.spec.obs_categories)
         self.load_base_state(state)
+        if self.rates_on_device:  # the loaded rates as the fused Adam reads them on cuda
+            graph_safe_optimizer(self.optimizer, self.device)
         self.q_network.load_state_dict(state["model"])
         self.obs[0].copy_(state["next_obs"])
 

@@ -99,6 +99,38 @@ def test_pqn_rollout_steps_are_graph_safe_on_the_cpu_path():
         assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
 
 
+@pytest.mark.parametrize("algo", ["ppo", "pqn"])
+def test_a_minibatch_step_is_graph_safe_on_the_cpu_path(algo):
+    """What a captured minibatch step needs (PPO's and PQN's update graphs): no op that
+    synchronises or returns a data-dependent shape in the loss, backward, clipping, the NaN
+    guard and the optimizer step, and the same ops with the same shapes from one step to the
+    next; on the CPU no graph is made and the rates stay as they were."""
+    from fasttrain.learners.pqn import Trainer as PQNTrainer
+
+    if algo == "pqn":
+        config = small_snake(run={"algo": "pqn"}, game={"snake": {"pqn": {"num_envs": 16}}})
+        trainer = PQNTrainer(config, warn=lambda *_: None)
+        trainer.iterate()
+    else:
+        trainer = Trainer(small_snake(), warn=lambda *_: None)
+        trainer.iterate()
+        trainer.prepare_batch()
+    assert trainer.update_graph is None and not trainer.rates_on_device
+    trainer.ctx.masked_steps = True  # the NaN guard as on a GPU: undone on the device, no read
+    size = trainer.minibatch_size
+    logs = []
+    for k in range(3):  # the first makes the guard's backups: the warm-up before a capture
+        mb = torch.randperm(trainer.batch_size, generator=torch.Generator().manual_seed(k))
+        log = OpLog()
+        with log:
+            trainer._train_step(mb[:size])
+        logs.append(log.ops)
+    names = {name for log in logs for name, _ in log}
+    assert not names & SYNCING, names & SYNCING
+    assert logs[1] == logs[2] and len(logs[1]) > 20
+    assert "aten::_fused_adam_" in names and "aten::where" in names  # the step and its guard
+
+
 def test_where_the_rollout_is_not_captured():
     """A CPU run and ``run.cuda_graph = false`` need no word; ppo.overlap and a torch without
     generator registration each get their line."""
@@ -258,7 +290,7 @@ def test_the_eager_rollout_never_synchronises_on_the_gpu():
 
 @pytest.mark.gpu
 @gpu
-def test_pqn_graph_replay_equals_the_eager_rollout_bit_for_bit():
+def test_pqn_graph_replay_equals_the_eager_rollout_and_update_bit_for_bit():
     from fasttrain.learners.pqn import Trainer as PQNTrainer
 
     def trainer(graph):
@@ -270,6 +302,7 @@ def test_pqn_graph_replay_equals_the_eager_rollout_bit_for_bit():
 
     eager, graphed = trainer(False), trainer(True)
     assert eager.horizon_graph is None and graphed.horizon_graph is not None
+    assert eager.update_graph is None and graphed.update_graph is not None
     for i in range(4):
         eager.iterate()
         graphed.iterate()
@@ -279,3 +312,12 @@ def test_pqn_graph_replay_equals_the_eager_rollout_bit_for_bit():
         for name, value in eager.q_network.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
     assert graphed.horizon_graph.captures == 1
+    assert graphed.update_graph.captures == 1  # the minibatch steps replayed, the same weights
+    assert graphed.ctx.updates == eager.ctx.updates
+    # a resumed graphed run continues as the uninterrupted one
+    resumed = trainer(True)
+    resumed.load_state_dict(graphed.state_dict())
+    eager.iterate()
+    resumed.iterate()
+    for name, value in eager.q_network.state_dict().items():
+        assert torch.equal(value, resumed.q_network.state_dict()[name]), name
