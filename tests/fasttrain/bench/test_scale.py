@@ -100,3 +100,35 @@ def test_the_population_figure_times_one_seed_against_a_population_of_them():
     )
     assert figure["population_sps"] > 0 and figure["solo_sps"] > 0
     assert figure["gpu_busy"] is None
+
+
+def test_the_env_figure_times_each_layout_the_cuda_backend_gives(monkeypatch):
+    """``env_rate`` makes its envs under each layout (the default first, the backend's own
+    layout given back after), for ``LAYOUT_GAMES``; the other games in the default alone; a
+    layout whose envs do not fit keeps its one line."""
+    from types import SimpleNamespace
+
+    import fasttrain.kernels
+    from fasttrain.bench import measure
+
+    backend = SimpleNamespace(layout="obs-minor")
+    seen = []
+
+    def bench_env(game, backend_name, num_envs, repeats, seconds):
+        seen.append((game, backend.layout, num_envs))
+        if backend.layout == "env-minor" and game == "cartpole":
+            raise MemoryError("the envs need more than the GPU has")
+        return [2e6, 1e6, 3e6], 0
+
+    monkeypatch.setattr(fasttrain.kernels, "get_backend", lambda name: backend)
+    monkeypatch.setattr(measure, "bench_env", bench_env)
+    snake = scale.env_rate("snake")
+    assert [layout for _, layout, _ in seen] == ["obs-minor", "env-major", "env-minor"]
+    assert seen[0][2] == scale.LARGE_ENVS and backend.layout == "obs-minor"
+    assert snake["env_sps"] == 2e6 and snake["obs_gb_per_s"] == 2e6 * 576 / 1e9
+    assert snake["layouts"]["env-major"] == {"env_sps": 2e6, "obs_gb_per_s": 2e6 * 576 / 1e9}
+    cartpole = scale.env_rate("cartpole")
+    assert cartpole["layouts"]["env-minor"] == {"error": "the envs need more than the GPU has"}
+    seen.clear()
+    assert list(scale.env_rate("minatar-asterix")["layouts"]) == ["obs-minor"]
+    assert [layout for _, layout, _ in seen] == ["obs-minor"]
