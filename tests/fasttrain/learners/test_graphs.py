@@ -99,6 +99,34 @@ def test_pqn_rollout_steps_are_graph_safe_on_the_cpu_path():
         assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
 
 
+@pytest.mark.parametrize("core", ["none", "gru"])
+def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(core):
+    """A PPO population's T steps (the members' batched forward, each member's draws from its
+    own stream, the env step) as PPO's: no syncing op, the same ops each step, the storage
+    written in place; on the CPU no graph is made."""
+    from fasttrain.learners.ppo_population import PopulationTrainer
+
+    config = small_snake(
+        model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
+    )
+    population = PopulationTrainer(config, (3, 7), warn=lambda *_: None)
+    assert population.horizon_graph is None
+    s = population.storage
+    before = {name: t.data_ptr() for name, t in vars(s).items() if isinstance(t, torch.Tensor)}
+    log = OpLog()
+    with log:
+        population.rollout_steps(s)
+    names = {name for name, _ in log.ops}
+    assert not names & SYNCING, names & SYNCING
+    steps = population.args.num_steps
+    per_step = len(log.ops) // steps
+    assert len(log.ops) == per_step * steps
+    for t in range(1, steps):
+        assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
+    after = {name: t.data_ptr() for name, t in vars(s).items() if isinstance(t, torch.Tensor)}
+    assert after == before and bool(s.actions.ne(0).any())
+
+
 @pytest.mark.parametrize("algo", ["ppo", "pqn"])
 def test_a_minibatch_step_is_graph_safe_on_the_cpu_path(algo):
     """What a captured minibatch step needs (PPO's and PQN's update graphs): no op that
@@ -321,3 +349,34 @@ def test_pqn_graph_replay_equals_the_eager_rollout_and_update_bit_for_bit():
     resumed.iterate()
     for name, value in eager.q_network.state_dict().items():
         assert torch.equal(value, resumed.q_network.state_dict()[name]), name
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
+    """A population's horizon replayed (every member's stream registered with the graph) takes
+    the actions its eager steps take, iteration after iteration, and leaves each stream where
+    they leave it."""
+    from fasttrain.learners.ppo_population import PopulationTrainer
+
+    def population(graph):
+        config = small_snake(
+            run={"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": 0},
+            game={"snake": {"ppo": {"num_envs": 32, "num_steps": 16}}},
+        )
+        return PopulationTrainer(config, (3, 7, 11), warn=lambda *_: None)
+
+    eager, graphed = population(False), population(True)
+    assert eager.horizon_graph is None and graphed.horizon_graph is not None
+    for i in range(3):
+        eager.iterate()
+        graphed.iterate()
+        for name in ROLLOUT:
+            a, b = getattr(eager.storage, name), getattr(graphed.storage, name)
+            assert torch.equal(a, b), (i, name)
+        for a, b in zip(eager.generators, graphed.generators, strict=True):
+            assert torch.equal(a.get_state(), b.get_state()), i
+        weights = graphed.population.state_dict()
+        for name, value in eager.population.state_dict().items():
+            assert torch.equal(value, weights[name]), (i, name)
+    assert graphed.horizon_graph.captures == 1
