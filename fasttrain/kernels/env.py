@@ -311,7 +311,11 @@ class StepArgs(tuple):
 
 
 class KernelEnv:
-    """Preallocated buffers and compiled launchers for ``num_envs`` copies of one game."""
+    """Preallocated buffers and compiled launchers for ``num_envs`` copies of one game.
+
+    ``layout`` (one of ``LAYOUTS``; default: the backend's, ``obs-minor`` on cuda) is where the
+    kernels keep each environment's values (docs/kernels.md#memory-layout); every buffer a
+    reader sees (``arrays["obs"]``, ``state_dict``) holds the same values in any layout."""
 
     def __init__(
         self,
