@@ -47,8 +47,8 @@ ROWS = {rows}
 def copy_rows_kernel(stage, out):
     tile = cuda.shared.array(({tile}, {padded}), {element})  # literals: a compile-time shape
     tx = cuda.threadIdx.x
-    k0 = cuda.blockIdx.x * TILE
-    r0 = cuda.blockIdx.y * TILE
+    r0 = cuda.blockIdx.x * TILE  # rows on x: a grid's y has at most 65,535 blocks
+    k0 = cuda.blockIdx.y * TILE
     for j in range(cuda.threadIdx.y, TILE, ROWS):  # a warp reads stage[k, r0:r0 + 32]
         if k0 + j < stage.shape[0] and r0 + tx < stage.shape[1]:
             tile[j, tx] = stage[k0 + j, r0 + tx]
@@ -74,7 +74,7 @@ def copy_rows_module(dtype):
 def copy_rows_grid(stage_shape) -> tuple:
     """``(blocks, threads)`` of ``copy_rows_kernel`` over an ``(S, R)`` stage."""
     size, rows = stage_shape
-    return (-(-size // TILE), -(-rows // TILE)), (TILE, ROWS)
+    return (-(-rows // TILE), -(-size // TILE)), (TILE, ROWS)
 
 
 def threads_per_block(num_envs: int, multiprocessors: int) -> int:

@@ -157,9 +157,10 @@ def _leading(spec: GameSpec, params, num_envs: int) -> dict:
 def env_minor_zeros(xp, rows: int, shape: tuple, dtype):
     """A zeroed ``(rows, *shape)`` array laid out environment-minor: element ``[i, k]`` of row
     ``i`` sits beside ``[i + 1, k]`` in memory, so the threads of a warp, one per row, touching
-    the same ``k`` touch one stretch of memory. Fortran order: Numba types it ``F``, whose
-    indexing needs no strides at run time (a strided ``A`` array took MinAtar's step kernels from
-    75-80 registers to 125-172)."""
+    the same ``k`` touch one stretch of memory (Fortran order; Numba types it ``F``). Four
+    MinAtar step kernels need many more registers over it (52-80 -> 94-214, sm_90, offline
+    ptxas; a strided ``A`` view measured the same), so the cuda backend's default layout keeps
+    the state in rows (``cuda.CUDABackend.LAYOUT``)."""
     return xp.zeros((rows, *shape), dtype=dtype, order="F")
 
 

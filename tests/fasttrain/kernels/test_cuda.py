@@ -138,11 +138,11 @@ from fasttrain.kernels.cuda import copy_rows_grid, copy_rows_module
 from numba import cuda
 
 for dtype in (np.uint8, np.float32):
-    stage = (rng.random((45, 37)) * 250).astype(dtype)
-    out = np.full((37, 45), 7, dtype)
+    stage = (rng.random((45, 70)) * 250).astype(dtype)
+    out = np.full((70, 45), 7, dtype)
     kernel = cuda.jit(copy_rows_module(dtype).copy_rows_kernel)
     blocks, threads = copy_rows_grid(stage.shape)
-    assert blocks == (2, 2), blocks
+    assert blocks == (3, 2), blocks  # rows on x (2^20 envs: 32,768 blocks; y stops at 65,535)
     kernel[blocks, threads](stage, out)
     assert np.array_equal(out, stage.T), dtype
 print("COPY ROWS OK")
