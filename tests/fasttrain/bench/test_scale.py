@@ -116,7 +116,7 @@ def test_the_env_figure_times_each_layout_the_cuda_backend_gives(monkeypatch):
 
     def bench_env(game, backend_name, num_envs, repeats, seconds):
         seen.append((game, backend.layout, num_envs))
-        if backend.layout == "env-minor" and game == "cartpole":
+        if backend.layout == "env-minor" and game == "minatar-breakout":
             raise MemoryError("the envs need more than the GPU has")
         return [2e6, 1e6, 3e6], 0
 
@@ -127,8 +127,8 @@ def test_the_env_figure_times_each_layout_the_cuda_backend_gives(monkeypatch):
     assert seen[0][2] == scale.LARGE_ENVS and backend.layout == "obs-minor"
     assert snake["env_sps"] == 2e6 and snake["obs_gb_per_s"] == 2e6 * 576 / 1e9
     assert snake["layouts"]["env-major"] == {"env_sps": 2e6, "obs_gb_per_s": 2e6 * 576 / 1e9}
-    cartpole = scale.env_rate("cartpole")
-    assert cartpole["layouts"]["env-minor"] == {"error": "the envs need more than the GPU has"}
+    breakout = scale.env_rate("minatar-breakout")
+    assert breakout["layouts"]["env-minor"] == {"error": "the envs need more than the GPU has"}
     seen.clear()
     assert list(scale.env_rate("minatar-asterix")["layouts"]) == ["obs-minor"]
     assert [layout for _, layout, _ in seen] == ["obs-minor"]

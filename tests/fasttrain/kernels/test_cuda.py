@@ -206,12 +206,7 @@ gpu = pytest.mark.skipif(not _gpu_ready(), reason="needs a CUDA GPU with the cud
 @gpu
 @pytest.mark.parametrize(
     "game, layout",
-    [
-        ("snake", "obs-minor"),
-        ("snake", "env-major"),
-        ("snake", "env-minor"),
-        ("minatar-breakout", "env-minor"),
-    ],  # fmt: skip
+    [("snake", "obs-minor"), ("snake", "env-major"), ("snake", "env-minor")],
 )
 def test_gpu_matches_cpu_at_scale(game, layout):
     """Thousands of envs over several tiles of the observation copy, in every layout."""
