@@ -20,6 +20,7 @@ PQNPopulationTrainer``) adds its rollout, its returns and its update, drawing fr
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import torch
@@ -29,6 +30,7 @@ from fasttrain import distributed
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import check_seeds
 from fasttrain.learners.base import Timers, check_memory, start_run
+from fasttrain.learners.graphs import GraphedCall, graph_problem, tensor_addresses
 from fasttrain.learners.optim import adam
 from fasttrain.population import BoundMethod, Population, build_members
 from fasttrain.population_optim import PopulationAdam, population_step
@@ -129,6 +131,7 @@ class PopulationBase:
         self.amp_dtype = self.ctx.amp_dtype
         self.iteration, self.global_step = 0, 0
         self.timers = Timers()
+        self.horizon_graph: GraphedCall | None = None  # the subclass's rollout_graph()
 
     def each(self, name: str, dtype=torch.float32) -> torch.Tensor:
         """The members' values of learner setting ``name``, ``(M,)`` on the device."""
@@ -150,6 +153,37 @@ class PopulationBase:
             return functional_call(base, tensors, args)
         named = {f"module.{n}": t for n, t in tensors.items()}
         return functional_call(BoundMethod(base, method), named, args)
+
+    # ------------------------------------------------------------------------ THE ROLLOUT
+
+    def rollout_graph(self, generators, warn) -> GraphedCall | None:
+        """On cuda (``run.cuda_graph``) the rollout's steps (``rollout_steps``) as one CUDA
+        graph, ``generators`` (what the steps draw from) registered with it; None elsewhere,
+        with one line where a cuda run cannot capture (``graphs.graph_problem``)."""
+        problem = graph_problem(self.config, self.device)
+        if problem:
+            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
+        if problem is not None:
+            return None
+        return GraphedCall(
+            self.rollout_steps, self.graph_key, generators, self.device,
+            after=[self.env.follow_torch_stream],
+        )  # fmt: skip
+
+    def graph_key(self, _slot=None) -> tuple:
+        """What a captured horizon baked in: the env's launch values, the members' tensors."""
+        return (self.env.params_version, tensor_addresses(self.population))
+
+    def run_steps(self, slot) -> None:
+        """``rollout_steps(slot)``: launched one by one, or one CUDA graph replay where
+        ``horizon_graph`` is one (the first, eager call on the capture stream times itself)."""
+        graph = self.horizon_graph
+        if graph is None or not graph.warm:
+            (self.rollout_steps if graph is None else graph)(slot)
+            return
+        t0 = time.perf_counter()
+        graph(slot)
+        self.timers.env += time.perf_counter() - t0
 
     def minibatch_orders(self) -> torch.Tensor:
         """Each member's minibatch order over its own batch (``batch_size`` = its num_steps x

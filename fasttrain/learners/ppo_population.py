@@ -26,7 +26,6 @@ from torch.func import functional_call, vmap
 
 from fasttrain.learners import population_base
 from fasttrain.learners.base import check_memory
-from fasttrain.learners.graphs import GraphedCall, graph_problem, tensor_addresses
 from fasttrain.learners.population_base import PopulationBase
 from fasttrain.learners.ppo_config import POPULATION_VARIABLE
 from fasttrain.learners.rollout import new_rollout
@@ -98,19 +97,8 @@ class PopulationTrainer(PopulationBase):
         # the rollout's sampling noise, (M, n, actions), filled in place at every step
         self.noise = torch.empty((M, self.n, env.num_actions), device=self.device)
         # on cuda (run.cuda_graph) the rollout horizon as one CUDA graph, every member's
-        # stream registered with it (learners/graphs.py); the update runs eagerly
-        self.horizon_graph = None
-        problem = graph_problem(config, self.device)
-        if problem:
-            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
-        elif problem is None:
-            self.horizon_graph = GraphedCall(
-                self.rollout_steps,
-                self.graph_key,
-                self.generators,
-                self.device,
-                after=[env.follow_torch_stream],
-            )
+        # sampling stream registered with it (learners/graphs.py); the update runs eagerly
+        self.horizon_graph = self.rollout_graph(self.generators, warn)
 
     # ------------------------------------------------------------------------------ ROLLOUT
 
@@ -118,17 +106,7 @@ class PopulationTrainer(PopulationBase):
         """``num_steps`` steps of every member's envs, each acting with its own policy and
         sampling noise from its own stream (as its solo run: ``ppo.Trainer.rollout_steps``):
         one CUDA graph replay where there is one."""
-        graph = self.horizon_graph
-        if graph is None or not graph.warm:  # eager (the graph's warm-up times itself)
-            (self.rollout_steps if graph is None else graph)(self.storage)
-            return
-        t0 = time.perf_counter()
-        graph(self.storage)
-        self.timers.env += time.perf_counter() - t0
-
-    def graph_key(self, _storage=None) -> tuple:
-        """What a captured horizon baked in: the env's launch values, the members' tensors."""
-        return (self.env.params_version, tensor_addresses(self.population))
+        self.run_steps(self.storage)
 
     def rollout_steps(self, s) -> None:
         """The rollout's steps into storage ``s``, launched one by one (what a graph captures)."""

@@ -43,7 +43,7 @@ class PQNPopulationTrainer(PopulationBase):
     VARIABLE = VARIABLE
     problem = staticmethod(population_problem)
 
-    def __init__(self, config, seeds, member_configs=None):
+    def __init__(self, config, seeds, member_configs=None, warn=print):
         super().__init__(config, seeds, member_configs)
         args, env, M = self.args, self.env, self.num_members
         T, N, dev = args.num_steps, self.rows, self.device
@@ -79,6 +79,9 @@ class PQNPopulationTrainer(PopulationBase):
                 a.numpy() if isinstance(a, torch.Tensor) else a for a in kernel_args
             )
         self.qlambda = QLAMBDA.bind(backend, kernel_args)
+        # on cuda the rollout's steps as one CUDA graph (they draw nothing: every member's
+        # exploration is drawn before them, as pqn.Trainer's); the update runs eagerly
+        self.horizon_graph = self.rollout_graph([], warn)
 
     # ------------------------------------------------------------------------------ ROLLOUT
 
@@ -105,7 +108,15 @@ class PQNPopulationTrainer(PopulationBase):
             epsilon = torch.tensor(self.epsilons(), device=self.device)
             torch.lt(self.uniform, epsilon.repeat_interleave(self.n), out=self.explore)
             self.timers.forward += time.perf_counter() - t0
-            for t in range(T):
+        self.run_steps(None)
+        self.global_step += args.num_steps * self.n  # each member's agent steps
+
+    def rollout_steps(self, _slot=None) -> None:
+        """The rollout's steps, launched one by one (what a CUDA graph captures): act on the
+        exploration drawn before them, step, store."""
+        env = self.env
+        with torch.inference_mode():
+            for t in range(self.args.num_steps):
                 t0 = time.perf_counter()
                 q = self.population(self.by_member(self.obs[t])).reshape(self.rows, -1)
                 torch.max(q, dim=1, out=(self.values[t], self.greedy[t]))
@@ -119,7 +130,6 @@ class PQNPopulationTrainer(PopulationBase):
                 self.truncated[t] = env.truncated
                 self.timers.forward += t1 - t0
                 self.timers.env += time.perf_counter() - t1
-        self.global_step += args.num_steps * self.n  # each member's agent steps
 
     def by_columns(self, storage: torch.Tensor) -> torch.Tensor:
         """A time-major ``(T, rows)`` tensor as ``(M, T, n)`` views: member ``k``'s columns."""

@@ -99,32 +99,42 @@ def test_pqn_rollout_steps_are_graph_safe_on_the_cpu_path():
         assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
 
 
-@pytest.mark.parametrize("core", ["none", "gru"])
-def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(core):
-    """A PPO population's T steps (the members' batched forward, each member's draws from its
-    own stream, the env step) as PPO's: no syncing op, the same ops each step, the storage
-    written in place; on the CPU no graph is made."""
+@pytest.mark.parametrize("kind", ["ppo", "ppo-gru", "pqn"])
+def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(kind):
+    """A population's T steps (the members' batched forward, a PPO member's draws from its own
+    stream, the env step; a PQN population's exploration is drawn before them) as the solo
+    learners': no syncing op, the same ops each step, the storage written in place; on the CPU
+    no graph is made."""
     from fasttrain.learners.ppo_population import PopulationTrainer
+    from fasttrain.learners.pqn_population import PQNPopulationTrainer
 
-    config = small_snake(
-        model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
-    )
-    population = PopulationTrainer(config, (3, 7), warn=lambda *_: None)
+    if kind == "pqn":
+        config = small_snake(run={"algo": "pqn"}, game={"snake": {"pqn": {"num_envs": 16}}})
+        population = PQNPopulationTrainer(config, (3, 7), warn=lambda *_: None)
+        population.rollout()  # the draws
+        s, steps = population, population.args.num_steps
+        tensors = ("obs", "actions", "values", "rewards", "terminated", "truncated")
+    else:
+        core = "gru" if kind == "ppo-gru" else "none"
+        config = small_snake(
+            model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
+        )
+        population = PopulationTrainer(config, (3, 7), warn=lambda *_: None)
+        s, steps = population.storage, population.args.num_steps
+        tensors = [name for name, t in vars(s).items() if isinstance(t, torch.Tensor)]
     assert population.horizon_graph is None
-    s = population.storage
-    before = {name: t.data_ptr() for name, t in vars(s).items() if isinstance(t, torch.Tensor)}
+    before = {name: getattr(s, name).data_ptr() for name in tensors}
     log = OpLog()
     with log:
         population.rollout_steps(s)
     names = {name for name, _ in log.ops}
     assert not names & SYNCING, names & SYNCING
-    steps = population.args.num_steps
     per_step = len(log.ops) // steps
     assert len(log.ops) == per_step * steps
     for t in range(1, steps):
         assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
-    after = {name: t.data_ptr() for name, t in vars(s).items() if isinstance(t, torch.Tensor)}
-    assert after == before and bool(s.actions.ne(0).any())
+    assert {name: getattr(s, name).data_ptr() for name in tensors} == before
+    assert bool(s.actions.ne(0).any())
 
 
 @pytest.mark.parametrize("algo", ["ppo", "pqn"])
@@ -376,6 +386,31 @@ def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
             assert torch.equal(a, b), (i, name)
         for a, b in zip(eager.generators, graphed.generators, strict=True):
             assert torch.equal(a.get_state(), b.get_state()), i
+        weights = graphed.population.state_dict()
+        for name, value in eager.population.state_dict().items():
+            assert torch.equal(value, weights[name]), (i, name)
+    assert graphed.horizon_graph.captures == 1
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_pqn_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
+    from fasttrain.learners.pqn_population import PQNPopulationTrainer
+
+    def population(graph):
+        config = small_snake(
+            run={"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": 0, "algo": "pqn"},
+            game={"snake": {"pqn": {"num_envs": 32, "num_steps": 16}}},
+        )
+        return PQNPopulationTrainer(config, (3, 7, 11), warn=lambda *_: None)
+
+    eager, graphed = population(False), population(True)
+    assert eager.horizon_graph is None and graphed.horizon_graph is not None
+    for i in range(3):
+        eager.iterate()
+        graphed.iterate()
+        for name in ("obs", "actions", "values", "rewards", "terminated", "truncated", "returns"):
+            assert torch.equal(getattr(eager, name), getattr(graphed, name)), (i, name)
         weights = graphed.population.state_dict()
         for name, value in eager.population.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
