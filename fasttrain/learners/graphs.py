@@ -128,10 +128,10 @@ def update_key(module, optimizer, batch: torch.Tensor) -> tuple:
 
 class GraphedUpdate:
     """A learner's minibatch step ``step(mb) -> stats`` replayed as a CUDA graph: ``mb`` (its
-    flat indices, drawn on the device) copied into the one index buffer the graph reads, the
-    step counted in ``ctx.updates`` (a replay runs no Python)."""
+    indices, drawn on the device) copied into the one index buffer the graph reads, the step
+    counted in ``ctx.updates`` (a replay runs no Python; ``ctx`` None: not counted)."""
 
-    def __init__(self, step, key, device: torch.device, ctx):
+    def __init__(self, step, key, device: torch.device, ctx=None):
         self.graph = GraphedCall(step, key, [], device)
         self.ctx = ctx
         self.slot: torch.Tensor | None = None
@@ -144,6 +144,8 @@ class GraphedUpdate:
         if self.slot is None or self.slot.shape != mb.shape:
             self.slot = torch.empty_like(mb)
         self.slot.copy_(mb)
+        if self.ctx is None:
+            return self.graph(self.slot)
         updates = self.ctx.updates
         stats = self.graph(self.slot)
         self.ctx.updates = updates + 1

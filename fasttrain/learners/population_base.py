@@ -30,7 +30,12 @@ from fasttrain import distributed
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.env import check_seeds
 from fasttrain.learners.base import Timers, check_memory, start_run
-from fasttrain.learners.graphs import GraphedCall, graph_problem, tensor_addresses
+from fasttrain.learners.graphs import (
+    GraphedCall,
+    GraphedUpdate,
+    graph_problem,
+    tensor_addresses,
+)
 from fasttrain.learners.optim import adam
 from fasttrain.population import BoundMethod, Population, build_members
 from fasttrain.population_optim import PopulationAdam, population_step
@@ -132,6 +137,7 @@ class PopulationBase:
         self.iteration, self.global_step = 0, 0
         self.timers = Timers()
         self.horizon_graph: GraphedCall | None = None  # the subclass's rollout_graph()
+        self.update_graph: GraphedUpdate | None = None  # set with it
 
     def each(self, name: str, dtype=torch.float32) -> torch.Tensor:
         """The members' values of learner setting ``name``, ``(M,)`` on the device."""
@@ -158,17 +164,26 @@ class PopulationBase:
 
     def rollout_graph(self, generators, warn) -> GraphedCall | None:
         """On cuda (``run.cuda_graph``) the rollout's steps (``rollout_steps``) as one CUDA
-        graph, ``generators`` (what the steps draw from) registered with it; None elsewhere,
-        with one line where a cuda run cannot capture (``graphs.graph_problem``)."""
+        graph, ``generators`` (what the steps draw from) registered with it, and each
+        minibatch step of the update as another (``update_graph``); None elsewhere, with one
+        line where a cuda run cannot capture (``graphs.graph_problem``)."""
         problem = graph_problem(self.config, self.device)
         if problem:
             warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
         if problem is not None:
             return None
+        # a population steps its own Adam (no host read, no scaler: fp16 and torchrun are
+        # refused), so its update is captured wherever its rollout is
+        self.update_graph = GraphedUpdate(self.minibatch_step, self.update_key, self.device)
         return GraphedCall(
             self.rollout_steps, self.graph_key, generators, self.device,
             after=[self.env.follow_torch_stream],
         )  # fmt: skip
+
+    def update_key(self, _slot=None) -> tuple:
+        """What a captured minibatch step baked in: the members' tensors, the optimizer's."""
+        state = [t for t in vars(self.optimizer).values() if torch.is_tensor(t)]
+        return tensor_addresses(self.population), tuple(t.data_ptr() for t in state)
 
     def graph_key(self, _slot=None) -> tuple:
         """What a captured horizon baked in: the env's launch values, the members' tensors."""
@@ -209,14 +224,20 @@ class PopulationBase:
         ``(M, width)``."""
         totals = torch.zeros(self.num_members, width, device=self.device)
         updates = 0
+        step = self.minibatch_step if self.update_graph is None else self.update_graph
         for _epoch in range(self.args.update_epochs):
             order, size = self.orders()
             for start in range(0, order.shape[-1], size):
-                losses, stats = self.losses(order[..., start : start + size])
-                population_step(self.optimizer, losses, self.max_grad_norm)
-                totals += stats
+                totals += step(order[..., start : start + size])
                 updates += 1
         return totals / updates
+
+    def minibatch_step(self, mb: torch.Tensor) -> torch.Tensor:
+        """One minibatch step of every member (``losses``, then one ``population_step``);
+        returns its stats, ``(M, width)``: what a CUDA graph captures."""
+        losses, stats = self.losses(mb)
+        population_step(self.optimizer, losses, self.max_grad_norm)
+        return stats
 
     def autocast(self):
         """The update's mixed precision, as the solo run's (``run.amp``)."""

@@ -137,6 +137,40 @@ def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(kind):
     assert bool(s.actions.ne(0).any())
 
 
+@pytest.mark.parametrize("kind", ["ppo", "ppo-gru", "pqn"])
+def test_a_populations_minibatch_step_is_graph_safe_on_the_cpu_path(kind):
+    """Every member's loss, backward, per-member clipping, the population's Adam and its
+    per-member NaN guard: no syncing op, the same ops from one step to the next (after the
+    first), as a captured update needs; on the CPU no graph is made."""
+    from fasttrain.learners.ppo_population import PopulationTrainer
+    from fasttrain.learners.pqn_population import PQNPopulationTrainer
+
+    if kind == "pqn":
+        config = small_snake(run={"algo": "pqn"}, game={"snake": {"pqn": {"num_envs": 16}}})
+        population = PQNPopulationTrainer(config, (3, 7), warn=lambda *_: None)
+        population.rollout()
+        population.compute_returns()
+    else:
+        core = "gru" if kind == "ppo-gru" else "none"
+        config = small_snake(
+            model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
+        )
+        population = PopulationTrainer(config, (3, 7), warn=lambda *_: None)
+        population.rollout()
+        population.compute_advantages()
+    assert population.update_graph is None
+    order, size = population.orders()
+    logs = []
+    for k in range(3):
+        log = OpLog()
+        with log:
+            population.minibatch_step(order[..., k % 2 * size : (k % 2 + 1) * size])
+        logs.append(log.ops)
+    names = {name for log in logs for name, _ in log}
+    assert not names & SYNCING, names & SYNCING
+    assert logs[1] == logs[2] and len(logs[1]) > 20
+
+
 @pytest.mark.parametrize("algo", ["ppo", "pqn"])
 def test_a_minibatch_step_is_graph_safe_on_the_cpu_path(algo):
     """What a captured minibatch step needs (PPO's and PQN's update graphs): no op that
@@ -366,7 +400,7 @@ def test_pqn_graph_replay_equals_the_eager_rollout_and_update_bit_for_bit():
 def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
     """A population's horizon replayed (every member's stream registered with the graph) takes
     the actions its eager steps take, iteration after iteration, and leaves each stream where
-    they leave it."""
+    they leave it; its replayed minibatch steps leave the same weights."""
     from fasttrain.learners.ppo_population import PopulationTrainer
 
     def population(graph):
@@ -390,6 +424,7 @@ def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
         for name, value in eager.population.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
     assert graphed.horizon_graph.captures == 1
+    assert graphed.update_graph.captures == 1  # the minibatch steps replayed: the same weights
 
 
 @pytest.mark.gpu
@@ -415,3 +450,4 @@ def test_a_pqn_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
         for name, value in eager.population.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
     assert graphed.horizon_graph.captures == 1
+    assert graphed.update_graph.captures == 1  # the minibatch steps replayed: the same weights
