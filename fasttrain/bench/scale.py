@@ -268,16 +268,18 @@ def step_fixed_cost(game: str, steps: int = 2000) -> float:
 
 
 @contextlib.contextmanager
-def cuda_layout(layout: str):
-    """The cuda backend gives envs made inside ``layout`` (``kernels.env.LAYOUTS``)."""
+def cuda_layout(layout: str, spread: bool = True):
+    """Inside, the cuda backend gives new envs ``layout`` (``kernels.env.LAYOUTS``) and
+    launches with its envs ``spread`` over the multiprocessors or not (``cuda.py``)."""
     from fasttrain.kernels import get_backend
 
     backend = get_backend("cuda")
-    before, backend.layout = backend.layout, layout
+    before = backend.layout, backend.spread
+    backend.layout, backend.spread = layout, spread
     try:
         yield
     finally:
-        backend.layout = before
+        backend.layout, backend.spread = before
 
 
 # the games measured in every layout (the others in the default alone): each other layout is
@@ -357,40 +359,34 @@ def env_kernel_cost(game: str, steps: int = 32, replays: int = 20) -> dict:
 
     import fasttrain
     from fasttrain import config as cfg
-    from fasttrain.kernels import get_backend
 
     config = cfg.from_dict({"run": {"device": "cuda"}, "game": {"name": game}})
     num_envs = config.learner.num_envs
     generator = torch.Generator(device="cuda").manual_seed(0)
-    backend = get_backend("cuda")
     out = {"num_envs": num_envs}
-    try:
-        for name, (layout, spread) in KERNEL_VARIANTS.items():
-            if layout != "obs-minor" and game not in LAYOUT_GAMES:
-                continue
-            backend.spread = spread
-            with cuda_layout(layout):
-                env = fasttrain.make(game, num_envs=num_envs, backend="cuda", seed=0)
+    for name, (layout, spread) in KERNEL_VARIANTS.items():
+        if layout != "obs-minor" and game not in LAYOUT_GAMES:
+            continue
+        with cuda_layout(layout, spread):
+            env = fasttrain.make(game, num_envs=num_envs, backend="cuda", seed=0)
             actions = torch.randint(
                 0, env.num_actions, (steps, env.num_rows), device="cuda", generator=generator
             )
             graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):  # warm-up: load the kernel for this stream
+            with torch.cuda.stream(stream):  # warm-up: load the kernels for this stream
                 for t in range(steps):
                     env.step(actions[t], check=False)
             torch.cuda.current_stream().wait_stream(stream)
             with torch.cuda.graph(graph, stream=stream):
                 for t in range(steps):
                     env.step(actions[t], check=False)
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(replays):
-                graph.replay()
-            torch.cuda.synchronize()
-            out[name] = (time.perf_counter() - start) / (replays * steps) * 1e6
-    finally:
-        backend.spread = True
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(replays):
+            graph.replay()
+        torch.cuda.synchronize()
+        out[name] = (time.perf_counter() - start) / (replays * steps) * 1e6
     return out
 
 

@@ -364,11 +364,10 @@ class KernelEnv:
         check_memory(need, f"{num_envs:,} {spec.name} envs", self.xp)
         minor_state = self.layout == "env-minor"
         self.arrays = allocate(spec, params, self.num_envs, self.xp, minor_state)
-        self._stage = None  # (R, *obs_shape) view of _stage_base, (*obs_shape, R) in memory
+        self._stage = None  # (R, *obs_shape), a view of its (*obs_shape, R) memory (.base)
         if self.layout != "env-major":
             obs = self.arrays["obs"]
             self._stage = env_minor_stage(self.xp, obs.shape[0], obs.shape[1:], obs.dtype)
-            self._stage_base = self._stage.base
         # the streams start seeded: an rng word of 0 is xorshift's fixed point (draws 0 forever)
         self.arrays["rng"][...] = self.xp.asarray(population_streams(self.seed, self.num_envs))
         self.launchers = self.backend.compile(spec)
@@ -394,7 +393,6 @@ class KernelEnv:
         self.reset_args = self.backend.prepare_args(
             self._args(self._reset_names, {"obs": obs, "obs_flat": obs_flat})
         )
-        self._reset_copy = self._step_args.copy  # a reset's observations go to the env's own
         # compiled here, with a notice on a cold cache, not silently inside the first launches
         self.backend.warm_up(spec, self.launchers, self._step_args, self.reset_args)
 
@@ -435,7 +433,7 @@ class KernelEnv:
         """``StepArgs.copy`` for observations bound for ``obs`` (None: env-major, no copy)."""
         if self._stage is None:
             return None
-        stage = self._stage_base.reshape(-1, self.num_rows)  # (S, R), C-contiguous
+        stage = self._stage.base.reshape(-1, self.num_rows)  # (S, R), C-contiguous
         return self.backend.prepare_args((stage, obs.reshape(self.num_rows, -1)))
 
     def step_args(self, obs, final_obs=None) -> tuple:
@@ -512,8 +510,8 @@ class KernelEnv:
             for name in _STAT_SUMS:
                 self.arrays[name][...] = 0
         self.backend.launch_reset(self.launchers, self.reset_args, self.num_envs, self.stream)
-        if self._reset_copy is not None:
-            self.backend.copy_rows(*self._reset_copy, self.stream)
+        if self._stage is not None:  # into the env's own observations, as its own steps
+            self.backend.copy_rows(*self._step_args.copy, self.stream)
         return self.arrays["obs"]
 
     def step(self, args=None, check: bool = True) -> int:

@@ -186,7 +186,7 @@ def report(specs, cc: tuple[int, int] = (9, 0), layout: str | None = None) -> li
     """
     kernels = []
     for spec in specs:
-        compiled = compile_ptx(spec, cc=cc, layout=layout) if layout else compile_ptx(spec, cc=cc)
+        compiled = compile_ptx(spec, cc=cc, layout=layout)
         kernels += [(spec.name, name, ptx) for name, ptx in compiled.items()]
     kernels.append(("gae", "column_kernel", compile_column_ptx(GAE, example_args(), cc)))
     columns = compile_column_ptx(GAE_COLUMNS, example_args(per_column=True), cc)

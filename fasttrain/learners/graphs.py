@@ -21,6 +21,8 @@ cuBLAS and kernel loading happen outside the capture), and does the iteration's 
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 # why a run on cuda launches its rollout eagerly, by cause
@@ -95,6 +97,35 @@ class GraphedCall:
         return graph, out
 
 
+def rollout_graph(
+    config, device, steps, key, generators, env, warn, compile_mode: str = "off"
+) -> GraphedCall | None:
+    """A learner's rollout steps ``steps(slot)`` as a ``GraphedCall`` where they can be
+    captured (``graph_problem``; a compiled network cannot be), ``generators`` (what the steps
+    draw from) registered with it and ``env`` following torch's stream after each run; None
+    elsewhere, with one line (through ``warn``) where a cuda run cannot capture."""
+    problem = graph_problem(config, device)
+    if problem is None and compile_mode != "off":
+        problem = f"run.compile = {compile_mode!r} compiles the rollout's network"
+    if problem:
+        warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
+    if problem is not None:
+        return None
+    return GraphedCall(steps, key, generators, device, after=[env.follow_torch_stream])
+
+
+def run_rollout(graph: GraphedCall | None, steps, slot, timers) -> None:
+    """``steps(slot)`` launched one by one where ``graph`` is None, else through the graph:
+    its first, eager run (the warm-up on the capture stream) times its own steps; a replay runs
+    no Python, so it is timed here as environment time."""
+    if graph is None or not graph.warm:
+        (steps if graph is None else graph)(slot)
+        return
+    t0 = time.perf_counter()
+    graph(slot)
+    timers.env += time.perf_counter() - t0
+
+
 def tensor_addresses(*modules) -> tuple:
     """The data pointers of ``modules``' parameters and buffers: a captured graph reads them."""
     return tuple(
@@ -144,11 +175,10 @@ class GraphedUpdate:
         if self.slot is None or self.slot.shape != mb.shape:
             self.slot = torch.empty_like(mb)
         self.slot.copy_(mb)
-        if self.ctx is None:
-            return self.graph(self.slot)
-        updates = self.ctx.updates
+        updates = None if self.ctx is None else self.ctx.updates
         stats = self.graph(self.slot)
-        self.ctx.updates = updates + 1
+        if self.ctx is not None:  # the count the step's Python made, or none (a replay)
+            self.ctx.updates = updates + 1
         return stats
 
 

@@ -20,7 +20,6 @@ PQNPopulationTrainer``) adds its rollout, its returns and its update, drawing fr
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import torch
@@ -33,7 +32,8 @@ from fasttrain.learners.base import Timers, check_memory, start_run
 from fasttrain.learners.graphs import (
     GraphedCall,
     GraphedUpdate,
-    graph_problem,
+    rollout_graph,
+    run_rollout,
     tensor_addresses,
 )
 from fasttrain.learners.optim import adam
@@ -167,18 +167,13 @@ class PopulationBase:
         graph, ``generators`` (what the steps draw from) registered with it, and each
         minibatch step of the update as another (``update_graph``); None elsewhere, with one
         line where a cuda run cannot capture (``graphs.graph_problem``)."""
-        problem = graph_problem(self.config, self.device)
-        if problem:
-            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
-        if problem is not None:
-            return None
-        # a population steps its own Adam (no host read, no scaler: fp16 and torchrun are
-        # refused), so its update is captured wherever its rollout is
-        self.update_graph = GraphedUpdate(self.minibatch_step, self.update_key, self.device)
-        return GraphedCall(
-            self.rollout_steps, self.graph_key, generators, self.device,
-            after=[self.env.follow_torch_stream],
-        )  # fmt: skip
+        graph = rollout_graph(self.config, self.device, self.rollout_steps, self.graph_key,
+                              generators, self.env, warn)  # fmt: skip
+        if graph is not None:
+            # a population steps its own Adam (no host read, no scaler: fp16 and torchrun are
+            # refused), so its update is captured wherever its rollout is
+            self.update_graph = GraphedUpdate(self.minibatch_step, self.update_key, self.device)
+        return graph
 
     def update_key(self, _slot=None) -> tuple:
         """What a captured minibatch step baked in: the members' tensors, the optimizer's."""
@@ -190,15 +185,8 @@ class PopulationBase:
         return (self.env.params_version, tensor_addresses(self.population))
 
     def run_steps(self, slot) -> None:
-        """``rollout_steps(slot)``: launched one by one, or one CUDA graph replay where
-        ``horizon_graph`` is one (the first, eager call on the capture stream times itself)."""
-        graph = self.horizon_graph
-        if graph is None or not graph.warm:
-            (self.rollout_steps if graph is None else graph)(slot)
-            return
-        t0 = time.perf_counter()
-        graph(slot)
-        self.timers.env += time.perf_counter() - t0
+        """``rollout_steps(slot)``, one by one or as a graph (``graphs.run_rollout``)."""
+        run_rollout(self.horizon_graph, self.rollout_steps, slot, self.timers)
 
     def minibatch_orders(self) -> torch.Tensor:
         """Each member's minibatch order over its own batch (``batch_size`` = its num_steps x

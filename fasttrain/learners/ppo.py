@@ -37,9 +37,9 @@ from fasttrain.learners.base import (
     warn_once,
 )
 from fasttrain.learners.graphs import (
-    GraphedCall,
-    graph_problem,
     graph_safe_optimizer,
+    rollout_graph,
+    run_rollout,
     setup_update_graph,
     tensor_addresses,
     update_key,
@@ -222,20 +222,10 @@ class Trainer(TrainerBase):
         """On cuda (``run.cuda_graph``), the rollout horizon as one CUDA graph
         (``learners/graphs.py``); where it cannot be captured, one line says why and the
         rollout runs eagerly."""
-        self.horizon_graph = None
-        problem = graph_problem(self.config, self.device)
-        if problem is None and self.compile_mode != "off":
-            problem = f"run.compile = {self.compile_mode!r} compiles the rollout's network"
-        if problem:
-            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
-        elif problem is None:
-            self.horizon_graph = GraphedCall(
-                self.rollout_steps,
-                self.graph_key,
-                [self.rollout_generator],
-                self.device,
-                after=[self.env.follow_torch_stream],
-            )
+        self.horizon_graph = rollout_graph(
+            self.config, self.device, self.rollout_steps, self.graph_key,
+            [self.rollout_generator], self.env, warn, self.compile_mode,
+        )  # fmt: skip
         self.update_graph = setup_update_graph(
             self, self.config, self._train_step, self.update_key, warn
         )
@@ -260,13 +250,7 @@ class Trainer(TrainerBase):
         """``num_steps`` steps of every env into ``storage`` (default: ``self.storage``),
         acting with ``self.behaviour``: one CUDA graph replay where ``setup_graph`` made one."""
         s = self.storage if storage is None else storage
-        graph = self.horizon_graph
-        if graph is None or not graph.warm:  # eager (the graph's warm-up times itself)
-            (self.rollout_steps if graph is None else graph)(s)
-            return
-        t0 = time.perf_counter()
-        graph(s)
-        self.timers.env += time.perf_counter() - t0
+        run_rollout(self.horizon_graph, self.rollout_steps, s, self.timers)
 
     def rollout_steps(self, s: Rollout) -> None:
         """The rollout's steps, launched one by one (what a CUDA graph captures)."""

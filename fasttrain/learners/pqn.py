@@ -31,9 +31,9 @@ from fasttrain.learners.base import (
     warn_once,
 )
 from fasttrain.learners.graphs import (
-    GraphedCall,
-    graph_problem,
     graph_safe_optimizer,
+    rollout_graph,
+    run_rollout,
     setup_update_graph,
     tensor_addresses,
     update_key,
@@ -92,16 +92,12 @@ class Trainer(TrainerBase):
         )
         self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
         self.qlambda = self.bind_returns()
-        self.horizon_graph = None  # on cuda, the rollout's steps as one CUDA graph
-        problem = graph_problem(config, self.device)
-        if problem is None and self.compile_mode != "off":
-            problem = f"run.compile = {self.compile_mode!r} compiles the rollout's network"
-        if problem:
-            warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
-        elif problem is None:  # the steps draw nothing: the exploration is drawn before them
-            self.horizon_graph = GraphedCall(
-                self.rollout_steps, self.graph_key, [], self.device, [self.env.follow_torch_stream]
-            )
+        # on cuda the rollout's steps as one CUDA graph; they draw nothing (the exploration
+        # is drawn before them)
+        self.horizon_graph = rollout_graph(
+            config, self.device, self.rollout_steps, self.graph_key, [], self.env, warn,
+            self.compile_mode,
+        )  # fmt: skip
         # each minibatch step as a CUDA graph where the rollout is one (its order drawn on the
         # device before it); sets rates_on_device
         self.update_graph = setup_update_graph(
@@ -183,13 +179,7 @@ class Trainer(TrainerBase):
                 out=self.random_actions,
             )
             timers.forward += time.perf_counter() - t0
-        graph = self.horizon_graph
-        if graph is None or not graph.warm:  # eager (the graph's warm-up times itself)
-            (self.rollout_steps if graph is None else graph)(self)
-        else:
-            t0 = time.perf_counter()
-            graph(self)
-            timers.env += time.perf_counter() - t0
+        run_rollout(self.horizon_graph, self.rollout_steps, None, timers)
         self.global_step += args.num_steps * self.rows * self.world  # agent steps, all ranks
 
     def rollout_steps(self, _slot=None) -> None:

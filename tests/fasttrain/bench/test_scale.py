@@ -111,7 +111,7 @@ def test_the_env_figure_times_each_layout_the_cuda_backend_gives(monkeypatch):
     import fasttrain.kernels
     from fasttrain.bench import measure
 
-    backend = SimpleNamespace(layout="obs-minor")
+    backend = SimpleNamespace(layout="obs-minor", spread=True)
     seen = []
 
     def bench_env(game, backend_name, num_envs, repeats, seconds):

@@ -162,7 +162,7 @@ def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given(monkeypatch):
 
     # the report compiles what it is given through these two: the same PTX, compiled once here
     compilers()
-    monkeypatch.setattr(ptx, "compile_ptx", lambda spec, cc: game_ptx(spec.name, cc))
+    monkeypatch.setattr(ptx, "compile_ptx", lambda spec, cc, layout: game_ptx(spec.name, cc))
 
     def column_ptx(kernel, args, cc):
         return gae_ptx(cc, kernel.name == "gae_columns_env")

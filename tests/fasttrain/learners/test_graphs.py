@@ -99,29 +99,42 @@ def test_pqn_rollout_steps_are_graph_safe_on_the_cpu_path():
         assert log.ops[t * per_step : (t + 1) * per_step] == log.ops[:per_step], t
 
 
-@pytest.mark.parametrize("kind", ["ppo", "ppo-gru", "pqn"])
+POPULATION_KINDS = ["ppo", "ppo-gru", "pqn"]
+
+
+def small_population(kind: str, seeds=(3, 7), num_envs: int = 16, num_steps=None, **run):
+    """A population of small Snake members: ``ppo`` (feed-forward), ``ppo-gru`` or ``pqn``."""
+    from fasttrain.learners.ppo_population import PopulationTrainer
+    from fasttrain.learners.pqn_population import PQNPopulationTrainer
+
+    section = {"num_envs": num_envs, **({"num_steps": num_steps} if num_steps else {})}
+    if kind == "pqn":
+        config = small_snake(run={"algo": "pqn", **run}, game={"snake": {"pqn": section}})
+        return PQNPopulationTrainer(config, seeds, warn=lambda *_: None)
+    core = "gru" if kind == "ppo-gru" else "none"
+    config = small_snake(
+        run=run,
+        model={"core": core, "core_size": 16},
+        game={"snake": {"ppo": {**section, "bptt_horizon": 4}}},
+    )
+    return PopulationTrainer(config, seeds, warn=lambda *_: None)
+
+
+@pytest.mark.parametrize("kind", POPULATION_KINDS)
 def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(kind):
     """A population's T steps (the members' batched forward, a PPO member's draws from its own
     stream, the env step; a PQN population's exploration is drawn before them) as the solo
     learners': no syncing op, the same ops each step, the storage written in place; on the CPU
     no graph is made."""
-    from fasttrain.learners.ppo_population import PopulationTrainer
-    from fasttrain.learners.pqn_population import PQNPopulationTrainer
-
+    population = small_population(kind)
     if kind == "pqn":
-        config = small_snake(run={"algo": "pqn"}, game={"snake": {"pqn": {"num_envs": 16}}})
-        population = PQNPopulationTrainer(config, (3, 7), warn=lambda *_: None)
         population.rollout()  # the draws
-        s, steps = population, population.args.num_steps
+        s = population
         tensors = ("obs", "actions", "values", "rewards", "terminated", "truncated")
     else:
-        core = "gru" if kind == "ppo-gru" else "none"
-        config = small_snake(
-            model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
-        )
-        population = PopulationTrainer(config, (3, 7), warn=lambda *_: None)
-        s, steps = population.storage, population.args.num_steps
+        s = population.storage
         tensors = [name for name, t in vars(s).items() if isinstance(t, torch.Tensor)]
+    steps = population.args.num_steps
     assert population.horizon_graph is None
     before = {name: getattr(s, name).data_ptr() for name in tensors}
     log = OpLog()
@@ -137,26 +150,16 @@ def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(kind):
     assert bool(s.actions.ne(0).any())
 
 
-@pytest.mark.parametrize("kind", ["ppo", "ppo-gru", "pqn"])
+@pytest.mark.parametrize("kind", POPULATION_KINDS)
 def test_a_populations_minibatch_step_is_graph_safe_on_the_cpu_path(kind):
     """Every member's loss, backward, per-member clipping, the population's Adam and its
     per-member NaN guard: no syncing op, the same ops from one step to the next (after the
     first), as a captured update needs; on the CPU no graph is made."""
-    from fasttrain.learners.ppo_population import PopulationTrainer
-    from fasttrain.learners.pqn_population import PQNPopulationTrainer
-
+    population = small_population(kind)
+    population.rollout()
     if kind == "pqn":
-        config = small_snake(run={"algo": "pqn"}, game={"snake": {"pqn": {"num_envs": 16}}})
-        population = PQNPopulationTrainer(config, (3, 7), warn=lambda *_: None)
-        population.rollout()
         population.compute_returns()
     else:
-        core = "gru" if kind == "ppo-gru" else "none"
-        config = small_snake(
-            model={"core": core, "core_size": 16}, game={"snake": {"ppo": {"bptt_horizon": 4}}}
-        )
-        population = PopulationTrainer(config, (3, 7), warn=lambda *_: None)
-        population.rollout()
         population.compute_advantages()
     assert population.update_graph is None
     order, size = population.orders()
@@ -397,55 +400,30 @@ def test_pqn_graph_replay_equals_the_eager_rollout_and_update_bit_for_bit():
 
 @pytest.mark.gpu
 @gpu
-def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
-    """A population's horizon replayed (every member's stream registered with the graph) takes
-    the actions its eager steps take, iteration after iteration, and leaves each stream where
-    they leave it; its replayed minibatch steps leave the same weights."""
-    from fasttrain.learners.ppo_population import PopulationTrainer
+@pytest.mark.parametrize("kind", ["ppo", "pqn"])
+def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit(kind):
+    """A population's horizon replayed (every PPO member's stream registered with the graph)
+    takes the actions its eager steps take, iteration after iteration, and leaves each stream
+    where they leave it; its replayed minibatch steps leave the same weights."""
 
     def population(graph):
-        config = small_snake(
-            run={"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": 0},
-            game={"snake": {"ppo": {"num_envs": 32, "num_steps": 16}}},
-        )
-        return PopulationTrainer(config, (3, 7, 11), warn=lambda *_: None)
+        run = {"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": 0}
+        return small_population(kind, (3, 7, 11), num_envs=32, num_steps=16, **run)
 
     eager, graphed = population(False), population(True)
     assert eager.horizon_graph is None and graphed.horizon_graph is not None
     for i in range(3):
         eager.iterate()
         graphed.iterate()
-        for name in ROLLOUT:
-            a, b = getattr(eager.storage, name), getattr(graphed.storage, name)
+        if kind == "pqn":
+            names = ("obs", "actions", "values", "rewards", "terminated", "truncated", "returns")
+            pairs = [(getattr(eager, n), getattr(graphed, n), n) for n in names]
+        else:
+            pairs = [(getattr(eager.storage, n), getattr(graphed.storage, n), n) for n in ROLLOUT]
+        for a, b, name in pairs:
             assert torch.equal(a, b), (i, name)
         for a, b in zip(eager.generators, graphed.generators, strict=True):
             assert torch.equal(a.get_state(), b.get_state()), i
-        weights = graphed.population.state_dict()
-        for name, value in eager.population.state_dict().items():
-            assert torch.equal(value, weights[name]), (i, name)
-    assert graphed.horizon_graph.captures == 1
-    assert graphed.update_graph.captures == 1  # the minibatch steps replayed: the same weights
-
-
-@pytest.mark.gpu
-@gpu
-def test_a_pqn_populations_graph_replay_equals_its_eager_rollout_bit_for_bit():
-    from fasttrain.learners.pqn_population import PQNPopulationTrainer
-
-    def population(graph):
-        config = small_snake(
-            run={"device": "cuda", "cuda_graph": graph, "amp": "off", "seed": 0, "algo": "pqn"},
-            game={"snake": {"pqn": {"num_envs": 32, "num_steps": 16}}},
-        )
-        return PQNPopulationTrainer(config, (3, 7, 11), warn=lambda *_: None)
-
-    eager, graphed = population(False), population(True)
-    assert eager.horizon_graph is None and graphed.horizon_graph is not None
-    for i in range(3):
-        eager.iterate()
-        graphed.iterate()
-        for name in ("obs", "actions", "values", "rewards", "terminated", "truncated", "returns"):
-            assert torch.equal(getattr(eager, name), getattr(graphed, name)), (i, name)
         weights = graphed.population.state_dict()
         for name, value in eager.population.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
