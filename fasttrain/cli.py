@@ -302,6 +302,7 @@ def _run_population(
     """``fasttrain run --seeds`` (``fasttrain.population_run``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
     from fasttrain import population_run
+    from fasttrain.runner import run as run_training
 
     if seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
@@ -316,7 +317,7 @@ def _run_population(
         saved = checkpoint.config_table(first, checkpoint.load(first))
         flags = (game, algo, steps, num_envs, device, None, config_file, sets, verbose)
         config = run_config(*flags, saved)
-        population_run.run_population(config, (), resume=resume, echo=click.echo)
+        run_training(config, resume=resume, members=None)
         return
     plan = population_run.plan_members(
         population_run.parse_seeds(seeds), population_run.parse_vary(vary)
@@ -327,7 +328,7 @@ def _run_population(
     for m in plan:
         member = (game, algo, steps, num_envs, device, m.seed, config_file, (*sets, *m.sets))
         members.append(dataclasses.replace(m, config=run_config(*member, verbose)))
-    population_run.run_population(config, members, out=out, echo=click.echo)
+    run_training(config, out=out, members=members)
 
 
 def _resumed_config(resume, out) -> dict:

@@ -1,5 +1,7 @@
-"""``fasttrain run --seeds 0-3``: one process trains one member per seed (issue 53), with PPO
-(``learners/ppo_population.py``) or PQN (``learners/pqn_population.py``).
+"""``fasttrain run --seeds 0-3``: one process trains one member per seed (and per variant of
+``--vary``) with a learner that trains populations (``learners/population.py``); this module is
+what is only about a population's folder, its plan and its lines: ``fasttrain.runner`` trains it
+through the one loop every run takes.
 
 The run directory holds ``population.json`` (the seeds, their member directories and, at the
 end, each member's final row with the median and the worst) and one member directory per seed,
@@ -8,11 +10,8 @@ S``), ``metrics.csv``, ``checkpoint.pt`` in the solo run's form, ``summary.json`
 ``curves.png``. So ``fasttrain eval``, ``play`` and ``plot`` read a member directory, and
 ``fasttrain run --resume OUT/seed-S`` continues that member alone as a solo run, while
 ``fasttrain run --resume OUT`` continues the whole population from its members' checkpoints.
-
-Each member gets the solo run's parts (metrics rows, its NaN guard, its checkpoints) through
-``MemberView``, the face of a solo trainer the parts read. A member stopped by its NaN guard
-stops alone: its last good checkpoint stays, the others go on. The terminal gets one line per
-``log.interval_s`` for the whole population.
+A member stopped by its NaN guard stops alone: its last good checkpoint stays, the others go on.
+The terminal gets one line per ``log.interval_s`` for the whole population.
 """
 
 from __future__ import annotations
@@ -21,17 +20,13 @@ import dataclasses
 import json
 import math
 import statistics
-import time
 from pathlib import Path
 
 from fasttrain.config import Config
-from fasttrain.configfile import CONFIG_HEADER, to_toml
-from fasttrain.errors import ConfigError, RunError
-from fasttrain.ranks import SINGLE
-from fasttrain.rundir import RunLock, check_writable, write_atomic
+from fasttrain.errors import ConfigError
+from fasttrain.rundir import write_atomic
 
-# torch-free at import (``fasttrain run`` refuses bad input before torch loads): checkpoint,
-# parts and the trainer are imported where a population runs
+# torch-free at import (``fasttrain run`` refuses bad input before torch loads)
 
 POPULATION_FILE = "population.json"
 MAX_MEMBERS = 256
@@ -77,14 +72,16 @@ class Member:
     config: Config | None = dataclasses.field(default=None, compare=False)
 
 
-def parse_vary(items) -> list[tuple[str, tuple[str, ...]]]:
+def parse_vary(items, algo: str | None = None) -> list[tuple[str, tuple[str, ...]]]:
     """``--vary KEY=V1,V2`` items as ``(key, values)``; the key one of the settings members may
-    vary (``POPULATION_VARIABLE`` of ``learners/ppo_config.py`` and ``pqn_config.py``), one
-    line otherwise."""
-    from fasttrain.learners import ppo_config, pqn_config
+    vary (each learner's registration: ``Learner.variable``; ``algo``: the run's learner's),
+    one line otherwise."""
+    from fasttrain.learners import LEARNERS
 
-    variable = {"ppo": ppo_config.POPULATION_VARIABLE, "pqn": pqn_config.POPULATION_VARIABLE}
-    allowed = ", ".join(f"{algo}.{k}" for algo, keys in variable.items() for k in keys)
+    variable = {name: one.variable for name, one in LEARNERS.items() if one.variable}
+    if algo in variable:
+        variable = {algo: variable[algo]}
+    allowed = ", ".join(f"{name}.{k}" for name, keys in variable.items() for k in keys)
     out: list[tuple[str, tuple[str, ...]]] = []
     for item in items:
         key, eq, values = str(item).partition("=")
@@ -147,290 +144,74 @@ def saved_members(folder) -> list[Member]:
     return members
 
 
-class _Env:
-    """Member ``k``'s environments as the parts read them: sizes, and its episode stats."""
+def members(plan) -> list[tuple]:
+    """``(folder, config, state, member)`` of each member of ``plan``'s population
+    (``runner.Plan``): on resume, read from its folder (``population.json``; each member's
+    config and state from its checkpoint, with the plan's total steps); otherwise the members
+    given, into a folder that holds no run yet."""
+    from fasttrain import checkpoint
 
-    def __init__(self, population, k: int):
-        env = population.env
-        self.num_envs, self.num_agents, self.obs_shape = population.n, 1, env.obs_shape
-        self.sums = {"return": 0.0, "length": 0.0, "score": 0.0, "episodes": 0}
-
-    def add(self, stats: dict) -> None:
-        """An iteration's means of this member's finished episodes, kept as sums."""
-        if stats:
-            count = stats["episodes"]
-            for name in ("return", "length", "score"):
-                self.sums[name] += stats[name] * count
-            self.sums["episodes"] += count
-
-    def stats(self) -> dict:
-        """``VecEnv.stats`` of this member: means since the last call, then clear."""
-        count = self.sums["episodes"]
-        if count == 0:
-            return {}
-        out = {n: self.sums[n] / count for n in ("return", "length", "score")}
-        out["episodes"] = count
-        self.sums = {"return": 0.0, "length": 0.0, "score": 0.0, "episodes": 0}
-        return out
-
-
-@dataclasses.dataclass
-class _Context:
-    updates: int = 0
-    comm_s: float = 0.0
-
-
-class MemberView:
-    """Member ``k`` of a ``PopulationTrainer`` as the runner's parts see a solo trainer."""
-
-    def __init__(self, population, k: int, config: Config):
-        self.population, self.k, self.config = population, k, config
-        self.args = config.learner
-        self.env = _Env(population, k)
-        self.ctx = _Context()
-        self.timers = population.timers
-        self.device = population.device
-        self.num_iterations = population.num_iterations
-        self.steps_per_iteration = population.batch_size
-        self.precision = "bf16" if population.amp_dtype is not None else "fp32"
-        self.env_state: dict | None = None  # the env buffers read once per save, shared
-
-    @property
-    def global_step(self) -> int:
-        return self.population.global_step
-
-    @property
-    def iteration(self) -> int:
-        return self.population.iteration
-
-    @property
-    def learning_rate(self) -> float:
-        return float(self.population.optimizer.lrs[self.k])
-
-    def state_dict(self) -> dict:
-        return self.population.member_state(self.k, self.env_state)
-
-
-LEARNERS = ("ppo", "pqn")  # the learners that train populations
-
-
-def population_trainer(config):
-    """The population trainer class of ``config``'s learner (``learners/ppo_population.py``,
-    ``learners/pqn_population.py``); one line for a learner without one."""
-    if config.run.algo == "ppo":
-        from fasttrain.learners.ppo_population import PopulationTrainer
-
-        return PopulationTrainer
-    if config.run.algo == "pqn":
-        from fasttrain.learners.pqn_population import PQNPopulationTrainer
-
-        return PQNPopulationTrainer
-    raise ConfigError(
-        f"a population trains {' or '.join(LEARNERS)}, not run.algo = {config.run.algo!r}"
-    )
-
-
-def population_problem(config) -> str | None:
-    """None where ``config`` can train as a population, else why not (one line)."""
-    try:
-        return population_trainer(config).problem(config)
-    except ConfigError as exc:
-        return str(exc)
-
-
-def run_population(config: Config, members, out=None, resume=None, echo=print, on_row=None) -> dict:
-    """Train ``members`` (``Member``s with their configs) into the population directory
-    ``out``, or continue the population in ``resume`` (its members read from its
-    ``population.json``, their configs from their checkpoints, with ``config``'s total steps);
-    returns the population's summary. ``on_row(row)`` sees every member's metrics rows, as
-    ``runner.run``'s (a list: member ``k``'s rows go to ``on_row[k]``): a true answer ends that
-    member there, as if it had finished (its checkpoint, its summary with ``stopped_early``),
-    and the others go on; an exception it raises ends the population."""
-    from fasttrain import checkpoint, runner
-
-    trainer_class = population_trainer(config)
-    problem = trainer_class.problem(config)
-    if problem:
-        raise ConfigError(problem)
-    resuming = resume is not None
-    out = Path(resume if resuming else out or runner.default_out(config))
-    members = saved_members(out) if resuming else list(members)
-    check_writable(out)
-    lock = RunLock(out)
-    if out.exists():
-        lock.acquire()  # a live population is refused before any work
-    try:
-        if not resuming and (is_population(out) or (out / checkpoint.FILENAME).exists()):
+    out = plan.out
+    if not plan.resuming:
+        if is_population(out) or (out / checkpoint.FILENAME).exists():
             raise ConfigError(
                 f"{out} already holds a run; continue it with --resume {out} or choose "
                 "another --out"
             )
-        states = None
-        if resuming:
-            states, resumed = [], []
-            for m in members:
-                state = checkpoint.load(member_dir(out, m))
-                saved = checkpoint.saved_config(member_dir(out, m), state)
-                steps = config.learner.total_timesteps
-                if saved.learner.total_timesteps != steps:
-                    saved = saved.with_learner("--steps", total_timesteps=steps)
-                checkpoint.check_identity(state, saved, world=1)
-                states.append(state)
-                resumed.append(dataclasses.replace(m, config=saved))
-            members = resumed
-        seeds, configs = [m.seed for m in members], [m.config for m in members]
-        trainer = trainer_class(config, seeds, configs)
-        if states is not None:
-            trainer.load_members(states)
-        lock.acquire()  # creates the folder: every check has passed
-        return _train(config, members, trainer, out, states, echo, runner, on_row)
-    finally:
-        lock.release()
-
-
-def _train(config, members, trainer, out: Path, states, echo, runner, on_row=None) -> dict:
-    """The population's loop: an iteration, then each live member's parts at its boundary."""
-    from fasttrain.parts import Boundary
-
-    quiet = dataclasses.replace(config.log, progress=False)
-    views, member_parts = [], []
-    for k, m in enumerate(members):
+        return [(member_dir(out, m), m.config, None, m) for m in plan.members]
+    found, steps = [], plan.config.learner.total_timesteps
+    for m in saved_members(out):
         folder = member_dir(out, m)
-        folder.mkdir(exist_ok=True)
-        write_atomic(folder / "config.toml", to_toml(m.config, CONFIG_HEADER))
-        view = MemberView(trainer, k, m.config)
-        state = states[k] if states is not None else None
-        parts_config = dataclasses.replace(m.config, log=quiet)
-        mine = on_row[k] if isinstance(on_row, (list, tuple)) else on_row
-        member_parts.append(
-            runner._parts(parts_config, view, folder, state, None, _silent, mine, SINGLE)
-        )
-        views.append(view)
-    _write_population(out, members, None)
+        state = checkpoint.load(folder)
+        saved = checkpoint.saved_config(folder, state)
+        if saved.learner.total_timesteps != steps:
+            saved = saved.with_learner("--steps", total_timesteps=steps)
+        found.append((folder, saved, state, dataclasses.replace(m, config=saved)))
+    return found
+
+
+def first_line(config: Config, members: list, trainer, out: Path) -> str:
+    """A population's first line: its members, the game and learner, its sizes, its folder."""
     seeds = sorted({m.seed for m in members})
     variants = len(members) // max(len(seeds), 1)
     shape = f"seeds {', '.join(map(str, seeds))}"
     shape += f"; {variants} variants each" if variants > 1 else ""
-    echo(
-        f"fasttrain: population of {len(members)} ({shape}) on "
-        f"{config.game.name} | {config.run.algo} | {trainer.n} envs x {trainer.args.num_steps} "
-        "steps each | "
+    return (
+        f"fasttrain: population of {len(members)} ({shape}) on {config.game.name} | "
+        f"{config.run.algo} | {trainer.n} envs x {trainer.args.num_steps} steps each | "
         f"{trainer.num_iterations * trainer.batch_size:,} steps per member | run dir {out}"
     )
-    # one clock for the population: every member's rows (and so a budget on them) read the
-    # same training seconds at a boundary, resumed from the first member's
-    start_clock = member_parts[0].clock
-    for parts in member_parts[1:]:
-        parts.clock.start, parts.clock.offset = start_clock.start, start_clock.offset
-    live, diverged = set(range(len(members))), set()
-    first_step, stopped_by = trainer.global_step, None
-    ended: dict[int, dict] = {}  # the summaries of members that ended before the population
 
-    def summarize(k: int) -> dict:
-        """Member ``k``'s summary.json, as its solo run's when it ends now."""
-        m = members[k]
-        summary = runner._summary(m.config, views[k], member_dir(out, m), member_parts[k],
-                                  first_step, stopped_by, None, SINGLE)  # fmt: skip
-        summary["stopped_alone"] = k in diverged
-        summary["member"] = {"seed": m.seed, "sets": list(m.sets)}
-        return summary
 
-    start = last_line = time.perf_counter()
-    stop = runner.StopSignals(twice_stops_at_once=True)
-    try:
-        with stop:
-            while trainer.iteration < trainer.num_iterations and live:
-                losses = trainer.iterate()
-                for view, stats in zip(views, trainer.member_stats(), strict=True):
-                    view.env.add(stats)
-                    view.ctx.updates += trainer.updates_per_iteration
-                signum = stop.signum
-                last = trainer.iteration == trainer.num_iterations or signum is not None
-                due = trainer.iteration % config.log.csv_every == 0 or last
-                now = time.perf_counter()
-                env_state = trainer.env.state_dict() if _saving(trainer, config, last) else None
-                for k in sorted(live):
-                    views[k].env_state = env_state
-                    boundary = Boundary(views[k], losses[k], now, last, signum, due)
-                    try:
-                        ends = [part.after_iteration(boundary) for part in member_parts[k].parts]
-                    except RunError as exc:  # this member's NaN guard: it stops alone
-                        live.discard(k)
-                        diverged.add(k)
-                        ended[k] = summarize(k)
-                        echo(f"member {members[k].name} stopped: {exc}")
-                        continue
-                    if any(ends) and signum is None:  # its on_row: it ends alone, as finished
-                        live.discard(k)
-                        ended[k] = summarize(k)
-                    elif any(ends):
-                        stopped_by = signum
-                if now - last_line >= config.log.interval_s or last or not live:
-                    last_line = now
-                    echo(_line(trainer, member_parts, live, now - start, first_step))
-                if last or stopped_by is not None:
-                    break
-    finally:
-        for parts in member_parts:
-            for part in parts.parts:
-                part.close()
-    summaries = []
-    for k, m in enumerate(members):
-        summary = ended[k] if k in ended else summarize(k)
-        write_atomic(member_dir(out, m) / "summary.json", json.dumps(summary, indent=2) + "\n")
-        summaries.append(summary)
-    result = _write_population(out, members, summaries)
-    if stopped_by is not None:
-        import signal
-
-        name = signal.Signals(stopped_by).name
-        echo(f"\ninterrupted ({name}): every member's checkpoint saved at step "
-             f"{trainer.global_step:,} in {out}")  # fmt: skip
-        raise runner.RunInterrupted(stopped_by)
-    if len(diverged) == len(members):
-        raise RunError(
-            f"every member stopped on non-finite updates; their last good checkpoints are in {out}"
-        )
-    for m in members:
-        runner.pictures(m.config, member_dir(out, m), echo)
-    echo(
-        f"done: {len(members)} members x {trainer.global_step:,} steps | score median "
+def done_line(result: dict, out: Path) -> str:
+    """A population's last line: its members' steps, the median and worst final score."""
+    rows = result["member_rows"]
+    return (
+        f"done: {len(rows)} members x {rows[0]['global_step']:,} steps | score median "
         f"{_fmt(result['median_score'])}, worst {_fmt(result['worst_score'])} | {out}"
     )
-    return result
-
-
-def _saving(trainer, config, last: bool) -> bool:
-    """Whether the members' checkpoints are written at this boundary (read the env once)."""
-    return last or trainer.iteration % config.run.checkpoint_interval == 0
-
-
-def _silent(*args, **kwargs) -> None:
-    pass
 
 
 def _fmt(value) -> str:
     return "--" if value is None or not math.isfinite(value) else f"{value:.2f}"
 
 
-def _line(trainer, member_parts, live, elapsed: float, first_step: int) -> str:
-    """The population's log line: steps, steps/s over every member, the spread of the scores
-    the live members' last metrics rows showed."""
-    scores = [member_parts[k].episodes.means["score"] for k in sorted(live)]
+def progress_line(step: int, steps: int, members: int, live, scores, elapsed: float) -> str:
+    """The population's log line: steps, steps/s over every member (``steps`` each since the
+    start), the spread of the scores the live members' last metrics rows showed."""
     scores = [s for s in scores if isinstance(s, (int, float)) and math.isfinite(s)]
-    members = len(member_parts)
-    sps = (trainer.global_step - first_step) * members / max(elapsed, 1e-9)
+    sps = steps * members / max(elapsed, 1e-9)
     spread = "score --"
     if scores:
-        spread = (f"score median {statistics.median(scores):.2f} (min {min(scores):.2f}, "
-                  f"max {max(scores):.2f})")  # fmt: skip
+        median = statistics.median(scores)
+        spread = f"score median {median:.2f} (min {min(scores):.2f}, max {max(scores):.2f})"
     stopped = members - len(live)
-    return f"step {trainer.global_step:>12,} | {sps:>12,.0f} SPS (all members) | {spread}" + (
+    return f"step {step:>12,} | {sps:>12,.0f} SPS (all members) | {spread}" + (
         f" | {stopped} stopped" if stopped else ""
     )
 
 
-def _write_population(out: Path, members, summaries) -> dict:
+def write_population(out: Path, members, summaries) -> dict:
     """``population.json``: the seeds and members (directory, seed, variant); at the end each
     member's final row, and the median and worst final score."""
     result: dict = {

@@ -5,8 +5,12 @@ written atomically, SIGINT and SIGTERM stop the run at an iteration boundary wit
 and weights that are not finite are never saved. The same seed gives the same metrics.csv
 (all columns but time and SPS): rows are written every ``log.csv_every`` iterations.
 
-The loop (``_train``) is one screen: ``trainer.iterate()``, then the run's parts (see
-``fasttrain.parts``), in order, at each iteration boundary.
+A run trains one member, or a population's members side by side (``fasttrain run --seeds``:
+``fasttrain.population_run`` holds what is only about a population's folder), through one loop
+(``_train``), one screen: ``trainer.iterate()``, then each live member's parts (see
+``fasttrain.parts``), in order, at each iteration boundary. A population's member stopped by
+its NaN guard, or by its ``on_row``, ends alone (its last good checkpoint stays); a solo run is
+the population of one that ends with it.
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
-from fasttrain import checkpoint, dashboards, distributed, metrics, savedstate
+from fasttrain import checkpoint, dashboards, distributed, metrics, population_run, savedstate
 from fasttrain import config as cfg
 from fasttrain.config import Config
 from fasttrain.configfile import CONFIG_HEADER, to_toml
@@ -30,7 +34,7 @@ from fasttrain.curriculum import Curriculum
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError, reason
 from fasttrain.kernels.compiling import notices_to
-from fasttrain.learners import LEARNERS
+from fasttrain.learners import make_trainer
 from fasttrain.metrics import STAGE_COLUMN  # noqa: F401 - the column's name, for readers
 from fasttrain.parts import (
     Boundary,
@@ -48,6 +52,7 @@ from fasttrain.parts import (
     TimeLeft,
     check_order,
 )
+from fasttrain.population_run import Member
 from fasttrain.ranks import RankStopped
 from fasttrain.rundir import RunLock, check_writable, write_atomic
 from fasttrain.startup import EXIT_CODES
@@ -147,13 +152,19 @@ def pictures(config: Config, out: Path, echo) -> None:
 # ------------------------------------------------------------------------------- the run
 
 
-def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> dict:
+def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None, members=None) -> dict:
     """Train with ``config`` (any registered learner) into the run directory ``out``, or
     continue the run in ``resume``; returns the run summary.
 
-    ``on_row(row)`` sees every metrics.csv row (a dict) as it is written; when it returns true
-    the run ends there as if finished (checkpoint, summary with ``stopped_early``). An exception
-    it raises ends the run with the last checkpoint kept (a sweep prunes trials that way).
+    ``members`` (``population_run.Member``s with their configs) trains a population in
+    ``out`` instead, one member directory each; ``resume`` of a population's folder continues
+    every member (read from its ``population.json``, their configs from their checkpoints with
+    ``config``'s total steps). It returns the population's summary.
+
+    ``on_row(row)`` sees every metrics.csv row (a dict) as it is written (a list of them: member
+    ``k``'s rows go to ``on_row[k]``); when it returns true the member ends there as if
+    finished (checkpoint, summary with ``stopped_early``). An exception it raises ends the run
+    with the last checkpoint kept (a sweep prunes trials that way).
 
     Under torchrun every rank calls this; rank 0 alone touches the run directory and prints
     (see ``fasttrain.distributed``).
@@ -164,19 +175,23 @@ def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None) -> 
         echo = _silent
     out = Path(resume if resume is not None else out or default_out(config))
     out = Path(distributed.broadcast_object(str(out), ranks))  # rank 0's name (a timestamp)
+    population = members is not None or (resume is not None and population_run.is_population(out))
     lock = RunLock(out) if ranks.main else None
     try:
         problem = None
         if ranks.main:
             try:
+                if population and ranks.enabled:
+                    raise ConfigError("a population trains in one process; drop torchrun")
                 check_writable(out)
                 if out.exists():  # a live run is refused before any work
                     lock.acquire()
             except (ConfigError, RunError) as exc:
                 problem = exc
         agree_or_raise(problem, ranks)
+        plan = Plan(config, out, resume is not None, population, members, on_row)
         with notices_to(compile_notices(echo)):  # "compiling snake for the cpu backend..."
-            return _run(config, out, resume is not None, lock, echo, on_row, ranks)
+            return _run(plan, lock, echo, ranks)
     finally:
         if lock is not None:
             lock.release()
@@ -231,39 +246,82 @@ def _on_rank_0(ranks, check):
     return result
 
 
-def _first_checks(config: Config, out: Path, resuming: bool, ranks) -> dict | None:
-    """Rank 0's checks before any work: the checkpoint to resume (returned), its identity,
-    and the extras the run's log settings need."""
-    state = checkpoint.load(out) if resuming else None
-    if state is not None:
-        savedstate.check_common(state, resuming=True)  # counters, clock: before any work
-        checkpoint.check_identity(state, config, world=ranks.world)  # fails before compiling
-        checkpoint.check_model_size(out, config, state["model"])  # before a network is built
-        saved = checkpoint.saved_config(out, state)
-        cfg.check_resume(saved, config)  # settings the checkpoint's state cannot follow
-        seed = saved.run.seed
-        if config.run.seed != seed:  # a resume restores the random streams the seed began
+# ------------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class MemberRun:
+    """One member of a run: its folder, its config and the checkpoint state it resumes (a solo
+    run is the one member in the run directory itself)."""
+
+    folder: Path
+    config: Config
+    state: dict | None = None
+    member: Member | None = None  # a population's: its name, seed and variant
+
+
+@dataclass
+class Plan:
+    """What a run was asked to do: its config and folder, whether it resumes, and its
+    members (``population``: a population's, given or read from its folder on resume)."""
+
+    config: Config
+    out: Path
+    resuming: bool
+    population: bool
+    members: list | None = None
+    on_row: object = None
+
+    def on_row_of(self, k: int):
+        """Member ``k``'s ``on_row`` (one for every member, or a list of one each)."""
+        return self.on_row[k] if isinstance(self.on_row, (list, tuple)) else self.on_row
+
+
+def _first_checks(plan: Plan, ranks) -> list[MemberRun]:
+    """Rank 0's checks before any work: each member's checkpoint to resume (loaded into its
+    ``MemberRun``), its identity, and the extras the run's log settings need."""
+    config = plan.config
+    if plan.population:
+        runs = [MemberRun(*found) for found in population_run.members(plan)]
+    else:
+        runs = [MemberRun(plan.out, config)]
+    for run in runs:
+        if plan.resuming:
+            run.state = _resumed_state(run.folder, run.config, ranks, run.state)
+        elif (run.folder / checkpoint.FILENAME).exists():
             raise ConfigError(
-                f"run.seed = {config.run.seed} on --resume: the run continues the random streams "
-                f"of its seed {seed}; leave --seed (and run.seed) out"
+                f"{plan.out} already holds a run; continue it with --resume {plan.out} or choose "
+                "another --out"
             )
-        written = out / "config.toml"
-        if written.exists():  # a checkpoint copied in from another run does not fit its folder
-            try:
-                checkpoint.check_identity(
-                    state, cfg.from_dict(cfg.load_toml(written), str(written)), world=ranks.world
-                )
-            except ConfigError as exc:
-                raise ConfigError(f"{out}/{checkpoint.FILENAME} is not this run's: {exc}") from None
-    if not resuming and (out / checkpoint.FILENAME).exists():
-        raise ConfigError(
-            f"{out} already holds a run; continue it with --resume {out} or choose another --out"
-        )
     dashboards.check(config.log)  # a missing extra fails in one line before compiling
     if config.log.replay:
         from fasttrain import media
 
         media.check_media()
+    return runs
+
+
+def _resumed_state(folder: Path, config: Config, ranks, state=None) -> dict:
+    """The checkpoint in ``folder``, checked against ``config`` before any work: its counters
+    and clock, identity, model size, the settings it cannot follow, its seed, its folder."""
+    state = checkpoint.load(folder) if state is None else state
+    savedstate.check_common(state, resuming=True)  # counters, clock: before any work
+    checkpoint.check_identity(state, config, world=ranks.world)  # fails before compiling
+    checkpoint.check_model_size(folder, config, state["model"])  # before a network is built
+    saved = checkpoint.saved_config(folder, state)
+    cfg.check_resume(saved, config)  # settings the checkpoint's state cannot follow
+    if config.run.seed != saved.run.seed:  # a resume restores the streams the seed began
+        raise ConfigError(
+            f"run.seed = {config.run.seed} on --resume: the run continues the random streams "
+            f"of its seed {saved.run.seed}; leave --seed (and run.seed) out"
+        )
+    written = folder / "config.toml"
+    if written.exists():  # a checkpoint copied in from another run does not fit its folder
+        try:
+            theirs = cfg.from_dict(cfg.load_toml(written), str(written))
+            checkpoint.check_identity(state, theirs, world=ranks.world)
+        except ConfigError as exc:
+            raise ConfigError(f"{folder}/{checkpoint.FILENAME} is not this run's: {exc}") from None
     return state
 
 
@@ -275,74 +333,58 @@ def _claim(out: Path, lock) -> None:
         raise RunError(f"cannot create run directory {out}: {reason(exc)}") from None
     if not lock.held:
         lock.acquire()
-        if (out / checkpoint.FILENAME).exists():  # another run got here first
+        if (out / checkpoint.FILENAME).exists() or population_run.is_population(out):
             raise ConfigError(f"{out} already holds a run; choose another --out")
 
 
-def _run(config: Config, out: Path, resuming: bool, lock, echo, on_row, ranks) -> dict:
+def _run(plan: Plan, lock, echo, ranks) -> dict:
     # ---- every check and compile happens before any write; rank 0 checks, every rank agrees
-    if ranks.enabled and on_row is not None:
+    config = plan.config
+    if ranks.enabled and plan.on_row is not None:
         raise ConfigError("on_row needs a single-process run (not under torchrun)")
-    state = _on_rank_0(ranks, lambda: _first_checks(config, out, resuming, ranks))
-    if resuming and ranks.enabled:  # each rank continues from its own saved state
-        state = distributed.scatter_states(
-            [state, *state.pop("rank_states", [])] if ranks.main else None, ranks
-        )
-    trainer = LEARNERS[config.run.algo].trainer(config, warn=echo)
-    if state is not None:
-        trainer.load_state_dict(state)
+    runs = _on_rank_0(ranks, lambda: _first_checks(plan, ranks)) or [MemberRun(plan.out, config)]
+    if plan.resuming and ranks.enabled:  # each rank continues from its own saved state
+        state = runs[0].state
+        states = [state, *state.pop("rank_states", [])] if ranks.main else None
+        runs = [MemberRun(plan.out, config, distributed.scatter_states(states, ranks))]
+    members = [run.config for run in runs] if plan.population else None
+    trainer = make_trainer(config, warn=echo, members=members)
+    if plan.resuming:
+        trainer.load_members([run.state for run in runs])
         if trainer.iteration >= trainer.num_iterations:
-            return _complete(trainer, out, echo, ranks)
+            return _complete(trainer, plan, echo, ranks)
     curriculum = None
     if config.curriculum:  # the stage's params are set before the first step
         curriculum = Curriculum(config.curriculum, trainer.env, config.params, trainer.global_step)
-        saved = state.get("curriculum") if state is not None else None
+        saved = runs[0].state.get("curriculum") if runs[0].state is not None else None
         if saved is not None:
             curriculum.load_state_dict(saved)  # a stage this curriculum lacks: one line
         else:
             curriculum.apply()
-    _on_rank_0(ranks, lambda: _claim(out, lock))
-    echo(settings_line(config, trainer, out, curriculum))
+    _on_rank_0(ranks, lambda: _claim(plan.out, lock))
+    if plan.population:
+        echo(population_run.first_line(config, [run.member for run in runs], trainer, plan.out))
+    else:
+        echo(settings_line(config, trainer, plan.out, curriculum))
     if ranks.main:
-        write_atomic(out / "config.toml", to_toml(config, CONFIG_HEADER))
-    result = _train(config, trainer, out, state, curriculum, echo, on_row, ranks)
-    if ranks.main:
-        write_atomic(out / "summary.json", json.dumps(result.summary, indent=2) + "\n")
-    if result.stopped_by is not None:
-        name = signal.Signals(result.stopped_by).name
-        echo(f"\ninterrupted ({name}): checkpoint saved at step {trainer.global_step:,} in {out}")
-        raise RunInterrupted(result.stopped_by)
-    if ranks.main:
-        pictures(config, out, echo)
-    unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
-    episode, summary = result.episode, result.summary
-    done = (
-        f"done: {summary['global_step']:,} {unit} in {summary['wall_s']:.1f} s "
-        f"({summary['sps']:,.0f} {unit.replace('steps', 'SPS')})"
-    )
-    means = [f"mean return {episode['return']:.2f}", f"mean score {episode['score']:.2f}"]
-    echo(metrics.wrap([done, *means, str(out)], " | "))
-    return summary
+        for run in runs:
+            run.folder.mkdir(exist_ok=True)
+            write_atomic(run.folder / "config.toml", to_toml(run.config, CONFIG_HEADER))
+        if plan.population:
+            population_run.write_population(plan.out, [run.member for run in runs], None)
+    outcome = _train(plan, trainer, runs, curriculum, echo, ranks)
+    return _finish(plan, trainer, runs, outcome, echo, ranks)
 
 
-@dataclass
-class Outcome:
-    """How the loop ended: the summary, the signal that stopped it (None: it finished) and
-    the episode means of its last row."""
-
-    summary: dict
-    stopped_by: int | None
-    episode: dict
-
-
-def _complete(trainer, out: Path, echo, ranks) -> dict:
+def _complete(trainer, plan: Plan, echo, ranks) -> dict:
     """A resumed run that has nothing left to do says so and writes nothing."""
     echo(
-        f"{out} is complete: {trainer.global_step:,} steps of total_timesteps "
+        f"{plan.out} is complete: {trainer.global_step:,} steps of total_timesteps "
         f"{trainer.args.total_timesteps:,}; nothing to do (pass --steps with a larger total "
         "to continue)"
     )
-    summary_path = out / "summary.json"
+    name = population_run.POPULATION_FILE if plan.population else "summary.json"
+    summary_path = plan.out / name
     if not ranks.main:
         return {}
     return json.loads(summary_path.read_text()) if summary_path.exists() else {}
@@ -382,38 +424,172 @@ def settings_line(config: Config, trainer, out: Path, curriculum) -> str:
     return text
 
 
-def _train(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks) -> Outcome:
-    """The loop: an iteration, then every part at its boundary."""
-    run = _parts(config, trainer, out, state, curriculum, echo, on_row, ranks)
-    first_step, stopped_by = trainer.global_step, None
+# ------------------------------------------------------------------------------- members
+
+
+class Shared:
+    """What every member reads at a boundary, read from the trainer once: each member's
+    episode means (clearing the env's sums), and the environments' state for checkpoints."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.read: dict = {}  # what -> (iteration, value)
+
+    def _at_boundary(self, what: str, read):
+        held = self.read.get(what)
+        if held is None or held[0] != self.trainer.iteration:
+            held = self.read[what] = (self.trainer.iteration, read())
+        return held[1]
+
+    def stats(self, k: int) -> dict:
+        return self._at_boundary("stats", self.trainer.member_stats)[k]
+
+    def env_state(self) -> dict:
+        return self._at_boundary("env", self.trainer.env.state_dict)
+
+
+class MemberEnv:
+    """Member ``k``'s environments as the parts read them: sizes, its episode means."""
+
+    def __init__(self, trainer, k: int, shared: Shared):
+        env = trainer.env
+        self.num_envs = env.num_envs // trainer.num_members
+        self.num_agents, self.obs_shape = env.num_agents, env.obs_shape
+        self.k, self.shared = k, shared
+
+    def stats(self) -> dict:
+        return self.shared.stats(self.k)
+
+
+class MemberView:
+    """Member ``k`` of a trainer as the run's parts see a trainer: its counters, its share of
+    the environments and their episodes, its learning rate and its checkpoint state."""
+
+    def __init__(self, trainer, k: int, config: Config, shared: Shared):
+        self.trainer, self.k, self.config, self.shared = trainer, k, config, shared
+        self.args = config.learner
+        self.env = MemberEnv(trainer, k, shared)
+        self.ctx, self.timers, self.device = trainer.ctx, trainer.timers, trainer.device
+        self.num_iterations = trainer.num_iterations
+        self.steps_per_iteration = trainer.steps_per_iteration
+        self.precision = trainer.precision
+
+    @property
+    def global_step(self) -> int:
+        return self.trainer.global_step
+
+    @property
+    def iteration(self) -> int:
+        return self.trainer.iteration
+
+    @property
+    def learning_rate(self) -> float:
+        return self.trainer.learning_rates()[self.k]
+
+    def state_dict(self) -> dict:
+        return self.trainer.member_state(self.k, self.shared.env_state())
+
+
+@dataclass
+class Outcome:
+    """How the loop ended: each member's summary, the signal that stopped it (None: it
+    finished), the members stopped by their NaN guard, and each member's last episode means."""
+
+    summaries: list
+    stopped_by: int | None
+    diverged: set = field(default_factory=set)
+    episodes: list = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------- the loop
+
+
+def _train(plan: Plan, trainer, runs: list, curriculum, echo, ranks) -> Outcome:
+    """The loop: an iteration, then every live member's parts at its boundary."""
+    config, shared = plan.config, Shared(trainer)
+    views = [MemberView(trainer, k, run.config, shared) for k, run in enumerate(runs)]
+    every = [_parts(plan, views[k], run, curriculum, echo, ranks, k) for k, run in enumerate(runs)]
+    # one clock: every member's rows (and so a budget on them) read the same training seconds
+    for parts in every[1:]:
+        parts.clock.start, parts.clock.offset = every[0].clock.start, every[0].clock.offset
+    live, ended, diverged = set(range(len(runs))), {}, set()
+    first_step, stopped_by, line = trainer.global_step, None, PopulationLine(trainer, every)
+
+    def summarize(k: int) -> dict:
+        return _summary(plan, views[k], runs[k], every[k], first_step, stopped_by, curriculum,
+                        ranks, k in diverged)  # fmt: skip
+
     stop = StopSignals(twice_stops_at_once=not ranks.enabled)
     try:
         with stop:
-            while trainer.iteration < trainer.num_iterations:
+            while trainer.iteration < trainer.num_iterations and live:
                 losses = trainer.iterate()
                 # read once: a signal arriving now waits for the next boundary; every rank
                 # stops at the same iteration (the largest signal any rank got)
                 signum = distributed.agree(stop.signum or 0, ranks, trainer.device) or None
                 last = trainer.iteration == trainer.num_iterations or signum is not None
                 due = trainer.iteration % config.log.csv_every == 0 or last
-                boundary = Boundary(trainer, losses, time.perf_counter(), last, signum, due)
-                ends = [part.after_iteration(boundary) for part in run.parts]
-                if any(ends):
-                    stopped_by = signum
+                now = time.perf_counter()
+                for k in sorted(live):
+                    boundary = Boundary(views[k], losses[k], now, last, signum, due)
+                    ends = _member_boundary(plan, runs[k], every[k], boundary, echo)
+                    if ends is None or (ends and signum is None):  # it ends alone
+                        live.discard(k)
+                        diverged |= {k} if ends is None else set()
+                        ended[k] = summarize(k)
+                    elif ends:
+                        stopped_by = signum
+                if plan.population and line.due(now, config.log.interval_s, last or not live):
+                    echo(line.text(live, now))
+                if last or stopped_by is not None:
                     break
     except KeyboardInterrupt:  # a second signal mid-iteration: nothing half-done is saved
-        echo(f"\nstopped at once: the last checkpoint in {out} is kept as it was")
+        echo(f"\nstopped at once: the last checkpoint in {plan.out} is kept as it was")
         raise RunInterrupted(stop.signum or signal.SIGINT) from None
     finally:
-        for part in run.parts:
-            part.close()
-    summary = _summary(config, trainer, out, run, first_step, stopped_by, curriculum, ranks)
-    return Outcome(summary, stopped_by, run.episodes.means)
+        for parts in every:
+            for part in parts.parts:
+                part.close()
+    summaries = [ended[k] if k in ended else summarize(k) for k in range(len(runs))]
+    return Outcome(summaries, stopped_by, diverged, [p.episodes.means for p in every])
+
+
+def _member_boundary(plan: Plan, run: MemberRun, parts, boundary: Boundary, echo):
+    """Member's parts at ``boundary``: true where one ends the member, None where its NaN
+    guard stopped it (a population's member stops alone; a solo run's error ends the run)."""
+    try:
+        return any([part.after_iteration(boundary) for part in parts.parts])
+    except RunError as exc:
+        if not plan.population:
+            raise
+        echo(f"member {run.member.name} stopped: {exc}")
+        return None
+
+
+class PopulationLine:
+    """A population's log line (``population_run.progress_line``), every ``log.interval_s``
+    and at its end."""
+
+    def __init__(self, trainer, every: list):
+        self.trainer, self.every = trainer, every
+        self.start = self.last = time.perf_counter()
+        self.first_step = trainer.global_step
+
+    def due(self, now: float, interval: float, end: bool) -> bool:
+        return now - self.last >= interval or end
+
+    def text(self, live: set, now: float) -> str:
+        self.last = now
+        scores = [self.every[k].episodes.means["score"] for k in sorted(live)]
+        steps = self.trainer.global_step - self.first_step
+        return population_run.progress_line(
+            self.trainer.global_step, steps, len(self.every), live, scores, now - self.start
+        )
 
 
 @dataclass
 class RunParts:
-    """The parts of a run at each iteration boundary, in order, and those the loop reads."""
+    """The parts of a member at each iteration boundary, in order, and those the loop reads."""
 
     parts: list
     clock: Clock
@@ -421,33 +597,35 @@ class RunParts:
     stopper: OnRow | None
 
 
-def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, ranks):
-    """Every part of the run, in the order they act at a boundary (see the module docstring)."""
-    clock, episodes = Clock(state), metrics.Episodes(trainer, ranks, state)
-    planned = trainer.num_iterations * trainer.steps_per_iteration
-    bar = ranks.main and config.log.progress and sys.stdout.isatty()
+def _parts(plan: Plan, view: MemberView, run: MemberRun, curriculum, echo, ranks, k: int):
+    """Every part of member ``k``, in the order they act at a boundary (see the module
+    docstring): a solo run's speak and draw a progress bar, a population's are quiet."""
+    config, state = run.config, run.state
+    clock, episodes = Clock(state), metrics.Episodes(view, ranks, state)
+    planned = view.num_iterations * view.steps_per_iteration
+    bar = ranks.main and config.log.progress and sys.stdout.isatty() and not plan.population
     stats = EpisodeStats(episodes, every_iteration=curriculum is not None)
-    row = MetricsRow(trainer, episodes, clock)
+    row = MetricsRow(view, episodes, clock)
     promoter = Promoter(curriculum) if curriculum is not None else None
-    identity = checkpoint.identity(
-        config, trainer.env.num_envs, trainer.env.obs_shape, world=ranks.world
-    )
-    saver = Checkpointer(
-        trainer, out, ranks, identity, to_toml(config), config.run.checkpoint_interval
-    )
+    world = ranks.world
+    identity = checkpoint.identity(config, view.env.num_envs, view.env.obs_shape, world=world)
+    interval = config.run.checkpoint_interval
+    saver = Checkpointer(view, run.folder, ranks, identity, to_toml(config), interval)
     saver.rank_parts = [promoter, stats] if promoter else []
     saver.run_parts = [row, clock]
+    on_row = plan.on_row_of(k)
     stopper = OnRow(on_row) if on_row is not None else None
+    say = _silent if plan.population else echo
     parts = [
-        TimeLeft(trainer, planned),
-        *([ProgressBar(trainer, planned)] if bar else []),
-        NanGuard(trainer, config.run.nan_patience, out),
+        TimeLeft(view, planned),
+        *([ProgressBar(view, planned)] if bar else []),
+        NanGuard(view, config.run.nan_patience, run.folder),
         stats,
         *([promoter] if promoter else []),
         row,
-        *_sinks(config, trainer, out, state, ranks.main),
+        *_sinks(config, view, run.folder, state, ranks.main),
         *([stopper] if stopper else []),
-        Console(trainer, config, echo, clock, episodes, bar),
+        Console(view, config, say, clock, episodes, bar),
         saver,
         Signals(),
     ]
@@ -455,41 +633,90 @@ def _parts(config: Config, trainer, out: Path, state, curriculum, echo, on_row, 
     return RunParts(parts, clock, episodes, stopper)
 
 
-def _summary(config, trainer, out, run: RunParts, first_step, stopped_by, curriculum, ranks):
-    """``summary.json``: the run's steps, speed, last episode means and how it ended."""
-    elapsed = time.perf_counter() - run.clock.start
-    means = run.episodes.means
+def _summary(plan, view, run, parts: RunParts, first_step, stopped_by, curriculum, ranks, alone):
+    """``summary.json`` of a member: its steps, speed, last episode means and how it ended."""
+    config = run.config
+    elapsed = time.perf_counter() - parts.clock.start
+    means = parts.episodes.means
     summary = {
         "game": config.game.name,
         "algo": config.run.algo,
-        "global_step": trainer.global_step,
+        "global_step": view.global_step,
         "wall_s": round(elapsed, 2),
-        "sps": round((trainer.global_step - first_step) / elapsed, 1),
+        "sps": round((view.global_step - first_step) / elapsed, 1),
         "episodic_return": json_safe(means["return"]),
         "episodic_length": json_safe(means["length"]),
         "score": json_safe(means["score"]),
-        "precision": trainer.precision,
+        "precision": view.precision,
         "interrupted": stopped_by is not None,
-        "stopped_early": bool(run.stopper and run.stopper.stopped_early),
-        "run_dir": str(out),
+        "stopped_early": bool(parts.stopper and parts.stopper.stopped_early),
+        "run_dir": str(run.folder),
     }
     if curriculum is not None:
         summary["curriculum_stage"] = curriculum.stage + 1
         summary["curriculum_stages"] = curriculum.num_stages
     if ranks.enabled:  # the ranks, and rank 0's seconds in the gradient all-reduce
         summary["world_size"] = ranks.world
-        summary["allreduce_s"] = round(trainer.ctx.comm_s, 3)
+        summary["allreduce_s"] = round(view.ctx.comm_s, 3)
+    if plan.population:
+        summary["stopped_alone"] = alone
+        summary["member"] = {"seed": run.member.seed, "sets": list(run.member.sets)}
     return summary
 
 
-def _sinks(config: Config, trainer, out: Path, state, main: bool) -> list:
+def _sinks(config: Config, view, out: Path, state, main: bool) -> list:
     """The row's sinks as parts: metrics.csv and the dashboards (rank 0 only)."""
     if not main:
         return []
-    csv_sink = dashboards.CsvSink(out / "metrics.csv", trainer.global_step if state else None)
+    csv_sink = dashboards.CsvSink(out / "metrics.csv", view.global_step if state else None)
     try:  # the dashboards get the rows metrics.csv gets
         others = dashboards.open_sinks(config.log, out, cfg.tomllib.loads(to_toml(config)))
     except BaseException:
         csv_sink.close()
         raise
     return [Sink(csv_sink), *(Sink(s) for s in others)]
+
+
+# ------------------------------------------------------------------------------- the end
+
+
+def _finish(plan: Plan, trainer, runs: list, outcome: Outcome, echo, ranks) -> dict:
+    """Each member's summary.json (and a population's population.json), how the run ended,
+    the pictures and the last line; returns the run's summary (a population's)."""
+    if ranks.main:
+        for run, summary in zip(runs, outcome.summaries, strict=True):
+            write_atomic(run.folder / "summary.json", json.dumps(summary, indent=2) + "\n")
+    result = outcome.summaries[0]
+    if plan.population:
+        members = [run.member for run in runs]
+        result = population_run.write_population(plan.out, members, outcome.summaries)
+    if outcome.stopped_by is not None:
+        name = signal.Signals(outcome.stopped_by).name
+        whose = "every member's checkpoint" if plan.population else "checkpoint"
+        echo(f"\ninterrupted ({name}): {whose} saved at step {trainer.global_step:,} in {plan.out}")
+        raise RunInterrupted(outcome.stopped_by)
+    if len(outcome.diverged) == len(runs):  # a solo run's guard raised before this
+        raise RunError(
+            f"every member stopped on non-finite updates; their last good checkpoints are in "
+            f"{plan.out}"
+        )
+    if ranks.main:
+        for run in runs:
+            pictures(run.config, run.folder, echo)
+    echo(
+        population_run.done_line(result, plan.out)
+        if plan.population
+        else _done(trainer, result, outcome.episodes[0])
+    )
+    return result
+
+
+def _done(trainer, summary: dict, episode: dict) -> str:
+    """A solo run's last line: its steps, speed, episode means and folder."""
+    unit = "agent steps" if trainer.env.num_agents > 1 else "steps"
+    done = (
+        f"done: {summary['global_step']:,} {unit} in {summary['wall_s']:.1f} s "
+        f"({summary['sps']:,.0f} {unit.replace('steps', 'SPS')})"
+    )
+    means = [f"mean return {episode['return']:.2f}", f"mean score {episode['score']:.2f}"]
+    return metrics.wrap([done, *means, summary["run_dir"]], " | ")

@@ -199,14 +199,12 @@ def population_problem(spec: Sweep) -> str | None:
     """None where ``spec``'s trials can train as one population, else why not (one line): the
     base config must train as one, and every param be a setting members may vary (checked by
     building the trials of every param's first and last value)."""
-    from fasttrain.learners.population_base import variants_problem
-    from fasttrain.population_run import population_problem as learner_problem
-    from fasttrain.population_run import population_trainer
+    from fasttrain.learners.population import population_problem as learner_problem
+    from fasttrain.learners.population import variants_problem
 
     problem = learner_problem(spec.base)
     if problem:
         return f"sweep --population: {problem}"
-    variable = population_trainer(spec.base).VARIABLE
     ends = [{}, {}]
     for p in spec.params:
         first, last = (p.choices[0], p.choices[-1]) if p.choices else (p.low, p.high)
@@ -215,7 +213,7 @@ def population_problem(spec: Sweep) -> str | None:
         configs = [spec.trial_config(values) for values in ends]
     except ConfigError as exc:
         return f"sweep --population: {str(exc).splitlines()[0]}"
-    problem = variants_problem(configs[0], configs[1:], variable)
+    problem = variants_problem(configs[0], configs[1:])
     return None if problem is None else f"sweep --population: {problem}"
 
 
@@ -408,7 +406,8 @@ class MemberWatch:
 def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -> list:
     """Run ``trials`` (each with its seeds) as one population, tell the study how each ended
     and return the finished trials."""
-    from fasttrain.population_run import Member, run_population
+    from fasttrain.population_run import Member
+    from fasttrain.runner import run
 
     FAIL, PRUNED = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED
     folder = out / f"population-{trials[0].number:04d}"
@@ -440,8 +439,8 @@ def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -
             echo(f"trials {trials[0].number}-{trials[-1].number}: {str(line).strip()}", **kwargs)
 
     try:
-        result = run_population(members[0].config, members, out=folder, echo=quiet,
-                                on_row=watches)  # fmt: skip
+        first = members[0].config
+        result = run(first, out=folder, echo=quiet, on_row=watches, members=members)
     except (ConfigError, RunError) as exc:  # a refusal, or every member diverged
         note = str(exc).splitlines()[0]
         for trial in trials:

@@ -46,10 +46,13 @@ def _cache_key(array):
 
 @dataclass(frozen=True, eq=False)
 class StepOutputs:
-    """Observation buffers checked once by ``VecEnv.bind_outputs``, for ``step(out=...)``."""
+    """Output buffers checked once by ``VecEnv.bind_outputs``, for ``step(out=...)``."""
 
     obs: torch.Tensor | np.ndarray  # (R, *obs_shape), written by every step
     final_obs: torch.Tensor | np.ndarray  # (R, *obs_shape), written where an episode ended
+    rewards: torch.Tensor | np.ndarray  # (R,) float32, written by every step
+    terminated: torch.Tensor | np.ndarray  # (R,) bool
+    truncated: torch.Tensor | np.ndarray  # (R,) bool
     kernel_env: KernelEnv = field(repr=False)  # the env these were bound for
     # [params_version, step launcher arguments writing into the two]: refreshed by VecEnv.step
     # after set_params changed the game's params
@@ -199,7 +202,7 @@ class VecEnv:
         does the same with buffers bound once by ``bind_outputs`` (the fast way for a caller
         stepping into many slots). ``check=False`` skips the range check that costs a host
         sync on cuda (the CPU backends check inside the kernel for free). Returns
-        ``(obs, rewards, terminated, truncated)``, views of the kernel buffers or ``out.obs``.
+        ``(obs, rewards, terminated, truncated)``, views of the kernel buffers or of ``out``'s.
         """
         if out is not None:
             if obs_out is not None or final_obs_out is not None:
@@ -226,35 +229,48 @@ class VecEnv:
                 f"action {int(self.actions[bad])} for {where} is out of range: "
                 f"game {self.game!r} takes actions 0..{self.num_actions - 1}; no env was stepped"
             )
-        return (
-            (self.obs if out is None else out.obs),
-            self.rewards,
-            self.terminated,
-            self.truncated,
-        )
+        if out is None:
+            return self.obs, self.rewards, self.terminated, self.truncated
+        return out.obs, out.rewards, out.terminated, out.truncated
 
-    def bind_outputs(self, obs_out=None, final_obs_out=None) -> StepOutputs:
-        """Check and bind observation buffers once, for ``step(actions, out=...)``.
+    def bind_outputs(
+        self,
+        obs_out=None,
+        final_obs_out=None,
+        rewards_out=None,
+        terminated_out=None,
+        truncated_out=None,
+    ) -> StepOutputs:
+        """Check and bind output buffers once, for ``step(actions, out=...)``.
 
         ``obs_out`` and ``final_obs_out`` (default: the env's ``obs`` and ``final_obs``) are
-        contiguous ``(num_rows, *obs_shape)`` tensors of ``obs_dtype`` on ``device`` that do not
-        overlap; on the host backends NumPy arrays work too. Raises ``TypeError`` or
-        ``ValueError`` in one line otherwise.
+        contiguous ``(num_rows, *obs_shape)`` tensors of ``obs_dtype`` on ``device``;
+        ``rewards_out``, ``terminated_out`` and ``truncated_out`` (default: the env's own) are
+        ``(num_rows,)`` float32 and bool tensors the step writes instead (a learner's rollout
+        slot: nothing is copied after the step). No two may overlap; on the host backends NumPy
+        arrays work too. Raises ``TypeError`` or ``ValueError`` in one line otherwise.
         """
-        obs_out = self.obs if obs_out is None else obs_out
-        final_obs_out = self.final_obs if final_obs_out is None else final_obs_out
-        arrays = [
-            self._backend_array(a, name)
-            for a, name in ((obs_out, "obs_out"), (final_obs_out, "final_obs_out"))
-        ]
-        (start, end), (final_start, final_end) = _span(obs_out), _span(final_obs_out)
-        if start < final_end and final_start < end:
-            raise ValueError(
-                "obs_out and final_obs_out overlap in memory (env.obs and env.final_obs when "
-                "not given); pass two separate buffers"
-            )
-        launch = [self._core.params_version, self._core.step_args(*arrays)]
-        return StepOutputs(obs_out, final_obs_out, self._core, launch)
+        given = {
+            "obs": obs_out,
+            "final_obs": final_obs_out,
+            "rewards": rewards_out,
+            "terminated": terminated_out,
+            "truncated": truncated_out,
+        }
+        buffers = {k: getattr(self, k) if v is None else v for k, v in given.items()}
+        arrays = {k: self._backend_array(a, f"{k}_out", k) for k, a in buffers.items()}
+        spans = sorted((*_span(a), k) for k, a in buffers.items())
+        reach, first = spans[0][1], spans[0][2]
+        for start, end, second in spans[1:]:
+            if start < reach:
+                raise ValueError(
+                    f"{first}_out and {second}_out overlap in memory (the env's own buffers "
+                    "when not given); pass separate buffers"
+                )
+            if end > reach:
+                reach, first = end, second
+        launch = [self._core.params_version, self._core.step_args(**arrays)]
+        return StepOutputs(*buffers.values(), self._core, launch)
 
     def _cached_outputs(self, obs_out, final_obs_out) -> StepOutputs:
         """``bind_outputs`` for ``step(obs_out=...)``, remembered for the last few buffers."""
@@ -310,12 +326,13 @@ class VecEnv:
         else:
             self.actions.copy_(actions)
 
-    def _backend_array(self, array, name):
-        """``array`` checked as an output buffer, as the backend's array sharing its memory."""
-        expected = (self.num_rows, *self.obs_shape)
-        host = self.device.type == "cpu"
+    def _backend_array(self, array, name, like: str = "obs"):
+        """``array`` checked as an output buffer shaped and typed as the env's ``like`` buffer
+        (``obs``, ``rewards``, ``terminated``...), as the backend's array sharing its memory."""
+        own = getattr(self, like)
+        expected, host = tuple(own.shape), self.device.type == "cpu"
         if isinstance(array, np.ndarray) and host:
-            dtype = self._core.arrays["obs"].dtype
+            dtype = self._core.arrays[like].dtype
             if array.shape != expected or array.dtype != dtype:
                 raise ValueError(
                     f"{name} must be a {dtype} array of shape {expected}, "
@@ -327,9 +344,9 @@ class VecEnv:
         if not isinstance(array, torch.Tensor):
             also = " or numpy.ndarray" if host else f" on {self.device}"
             raise TypeError(f"{name} must be a torch.Tensor{also}, got {type(array).__name__}")
-        if tuple(array.shape) != expected or array.dtype != self.obs_dtype:
+        if tuple(array.shape) != expected or array.dtype != own.dtype:
             raise ValueError(
-                f"{name} must be a {self.obs_dtype} tensor of shape {expected}, "
+                f"{name} must be a {own.dtype} tensor of shape {expected}, "
                 f"got {array.dtype} {tuple(array.shape)}"
             )
         if array.device != self.device or not array.is_contiguous():

@@ -244,7 +244,7 @@ def main(argv: list[str]) -> int:
                 continue
             diffs = differences(json.loads(path.read_text()), found)
             print(f"{name}: {'same' if not diffs else 'DIFFERENT'}")
-            for line in diffs[:8]:
+            for line in diffs[: int(os.environ.get("FASTTRAIN_REFERENCE_LINES", "8"))]:
                 print(f"  {line}")
             failed += [name] if diffs else []
     print(f"{len(names) - len(failed)} passed, {len(failed)} failed")

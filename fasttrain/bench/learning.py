@@ -238,7 +238,8 @@ def read_or_train_population(configs: dict, folder: Path, budget_s, echo) -> lis
     every member finished before, trained (or resumed from the members' checkpoints)
     otherwise; a folder of another population, or with files that cannot be read as its, is
     set aside and the population trained again."""
-    from fasttrain.population_run import Member, member_dir, run_population
+    from fasttrain.population_run import Member, member_dir
+    from fasttrain.runner import run
 
     seeds = list(configs)
     first = configs[seeds[0]]
@@ -273,8 +274,8 @@ def read_or_train_population(configs: dict, folder: Path, budget_s, echo) -> lis
         return budget_s is not None and row["time_s"] >= budget_s
 
     resume = folder if all(saved) else None
-    run_population(first, members, out=None if resume else folder, resume=resume,
-                   echo=lambda *a, **k: None, on_row=on_row)  # fmt: skip
+    run(first, out=None if resume else folder, resume=resume, echo=lambda *a, **k: None,
+        on_row=on_row, members=None if resume else members)  # fmt: skip
     try:
         return results()
     except BrokenRun as exc:
@@ -308,7 +309,7 @@ def as_population(configs: dict, solo: bool) -> bool:
     one seed, a learner that trains populations, and no ``--solo``."""
     if solo or len(configs) < 2:
         return False
-    from fasttrain.population_run import population_problem
+    from fasttrain.learners.population import population_problem
 
     return population_problem(next(iter(configs.values()))) is None
 

@@ -28,8 +28,11 @@ _STAT_SUMS = {
 }
 
 
-# the step launcher's arguments that say where observations go (see ``KernelEnv.step_args``)
-_OUT_ARGS = ("obs", "obs_flat", "obs_words", "final_obs", "final_obs_flat", "final_obs_words")
+# the step launcher's arguments that say where its outputs go (see ``KernelEnv.step_args``)
+_OUT_ARGS = (
+    *("obs", "obs_flat", "obs_words", "final_obs", "final_obs_flat", "final_obs_words"),
+    *("rewards", "terminated", "truncated"),
+)
 
 
 def check_int(value, name: str) -> int:
@@ -414,20 +417,26 @@ class KernelEnv:
         source = {**self.arrays, **views, **self._values, **overrides}
         return tuple(source[name] for name in names)
 
-    def _out_views(self, obs, final_obs) -> tuple:
-        """The ``_OUT_ARGS`` views of an observation buffer pair (env-minor: the kernel writes
-        the observations into the env's stage, and ``obs`` gets them by ``_obs_copy``)."""
+    def _out_views(self, obs, final_obs, rewards=None, terminated=None, truncated=None) -> tuple:
+        """The ``_OUT_ARGS`` views of an observation buffer pair and of the per-row outputs
+        (default: the env's own), env-minor: the kernel writes the observations into the env's
+        stage, and ``obs`` gets them by ``_obs_copy``."""
         lead = self._lead()
+        rows = (rewards, terminated, truncated)
+        rows = [
+            self.arrays[n] if a is None else a for n, a in zip(_OUT_ARGS[6:], rows, strict=True)
+        ]
+        rows = tuple(a.reshape(lead) for a in rows)
         if self._stage is not None:
             obs = self._stage
         obs_view = obs.reshape(*lead, *obs.shape[1:])
         final_view = final_obs.reshape(*lead, *final_obs.shape[1:])
         flat, final_flat = obs.reshape(*lead, -1), final_obs.reshape(*lead, -1)
         if self._stage is not None:  # element by element: the stage's rows are not contiguous
-            return obs_view, flat, flat, final_view, final_flat, final_flat
+            return obs_view, flat, flat, final_view, final_flat, final_flat, *rows
         # final_obs is copied word by word: LLVM cannot vectorise a byte copy between
         # buffers that may alias, and this copy runs on every episode end
-        return obs_view, flat, _words(flat), final_view, final_flat, _words(final_flat)
+        return obs_view, flat, _words(flat), final_view, final_flat, _words(final_flat), *rows
 
     def _obs_copy(self, obs) -> tuple | None:
         """``StepArgs.copy`` for observations bound for ``obs`` (None: env-major, no copy)."""
@@ -436,15 +445,19 @@ class KernelEnv:
         stage = self._stage.base.reshape(-1, self.num_rows)  # (S, R), C-contiguous
         return self.backend.prepare_args((stage, obs.reshape(self.num_rows, -1)))
 
-    def step_args(self, obs, final_obs=None) -> tuple:
-        """Launcher arguments writing observations into ``obs`` and, for rows whose episode
-        ends, final observations into ``final_obs`` (default: the env's own buffers).
+    def step_args(
+        self, obs, final_obs=None, rewards=None, terminated=None, truncated=None
+    ) -> tuple:
+        """Launcher arguments writing observations into ``obs``, for rows whose episode ends
+        final observations into ``final_obs``, and the rows' rewards and flags into
+        ``rewards``, ``terminated`` and ``truncated`` (default: the env's own buffers).
 
-        Build them once per pair of buffers and pass them to every ``step``: on cuda this
+        Build them once per set of buffers and pass them to every ``step``: on cuda this
         converts each output array to a device array, which is too slow to do per step."""
         final_obs = self.arrays["final_obs"] if final_obs is None else final_obs
         args = list(self._step_args)  # every other argument is already prepared
-        views = self.backend.prepare_args(self._out_views(obs, final_obs))
+        outputs = self._out_views(obs, final_obs, rewards, terminated, truncated)
+        views = self.backend.prepare_args(outputs)
         for position, view in zip(self._out_positions, views, strict=True):
             args[position] = view
         return StepArgs(args, self._obs_copy(obs))

@@ -11,12 +11,13 @@ Traces stop at episode ends, and terminated and truncated stay apart as in ``gae
 terminated step's return is its reward alone; a truncated step's is its reward plus ``gamma``
 times ``final_values``, the greedy value of ``final_obs`` (the true next state that the auto-reset
 replaced). With ``lambda = 0`` these are one-step Q-learning targets, with ``lambda = 1``
-discounted reward sums to the episode's end or the rollout's bootstrap. ``qlambda_env`` is the
-per-env scalar source; ``QLAMBDA`` runs it over environments on every backend (``columns.py``)
-and ``qlambda`` is its uncompiled reference::
+discounted reward sums to the episode's end or the rollout's bootstrap. Each column has its own
+discount and trace decay (float64 ``(N,)``, as ``gae.py``'s: a population's members each their
+own). ``qlambda_env`` is the per-env scalar source; ``QLAMBDA`` runs it over environments on
+every backend (``columns.py``) and ``qlambda`` is its uncompiled reference::
 
     bound = QLAMBDA.bind("cpu", (rewards, values, last_values, final_values, terminated,
-                                 truncated, gamma, q_lambda, returns))
+                                 truncated, gammas, q_lambdas, returns))
     bound(stream=0)  # returns written in place
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .columns import ColumnKernel
+from .gae import columns
 
 
 def qlambda_env(
@@ -35,11 +37,12 @@ def qlambda_env(
     final_values,
     terminated,
     truncated,
-    gamma,
-    q_lambda,
+    gammas,
+    q_lambdas,
     returns,
 ):
     """Q(lambda) returns of environment ``i``, backwards in time."""
+    gamma, q_lambda = gammas[i], q_lambdas[i]
     next_value = np.float64(last_values[i])  # max_a Q(s[t+1], a)
     next_return = next_value  # G[t+1]; G[T] is the bootstrap value itself
     for t in range(rewards.shape[0] - 1, -1, -1):
@@ -70,18 +73,22 @@ def qlambda(
         final_values: float32 ``(T, N)``, ``max_a Q`` of ``final_obs``; read only where
             ``truncated``.
         terminated, truncated: bool ``(T, N)``.
-        gamma, q_lambda: discount and trace decay.
+        gamma, q_lambda: discount and trace decay, one number or one per column.
         returns: float32 ``(T, N)`` output.
     """
-    inputs = (rewards, values, last_values, final_values, terminated, truncated, gamma, q_lambda)
+    n = rewards.shape[1]
+    settings = (columns(gamma, n), columns(q_lambda, n))
+    inputs = (rewards, values, last_values, final_values, terminated, truncated, *settings)
     QLAMBDA("python", *inputs, returns)
 
 
 def example_args(num_steps: int = 2, num_envs: int = 2) -> tuple:
-    """Zeroed ``QLAMBDA`` arguments of the types learners pass (float32 storage)."""
+    """Zeroed ``QLAMBDA`` arguments of the types learners pass (float32 storage, a float64
+    gamma and lambda per column)."""
     rewards, values, final_values, returns = (
         np.zeros((num_steps, num_envs), np.float32) for _ in range(4)
     )
     flags = [np.zeros((num_steps, num_envs), np.bool_) for _ in range(2)]
     last_values = np.zeros(num_envs, np.float32)
-    return (rewards, values, last_values, final_values, *flags, 0.99, 0.65, returns)
+    settings = (columns(0.99, num_envs), columns(0.65, num_envs))
+    return (rewards, values, last_values, final_values, *flags, *settings, returns)

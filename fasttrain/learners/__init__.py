@@ -1,11 +1,13 @@
-"""The learner registry: the one place that lists learners.
+"""The learner registry: the one place that lists learners, and what each supports.
 
-Config sections, CLI choices, the runner, checkpoint loading (``play``) and ``fasttrain bench``
-read ``LEARNERS``. Adding a learner is two files (``<name>_config.py``: its config dataclass and
-validation, torch-free; ``<name>.py``: its trainer read top to bottom) plus one ``register`` line
-below. The registry imports only the config files: the trainer side (``trainer``, ``actor``,
-``ceiling``) may be named as ``"module:attribute"`` and is imported on first use, so the
-config is checked, and a bad command refused, without importing torch.
+Config sections, CLI choices and help, the runner, populations (which learners train them and
+which settings members may vary), checkpoint loading (``play``) and ``fasttrain bench`` read
+``LEARNERS``. Adding a learner is two files (``<name>_config.py``: its config dataclass and
+validation, torch-free; ``<name>.py``: its trainer, a ``learners.base.TrainerBase`` that supplies
+its steps) plus one ``register`` line below. The registry imports only the config files: the
+trainer side (``trainer``, ``actor``, ``ceiling``, ``choose``) may be named as
+``"module:attribute"`` and is imported on first use, so the config is checked, and a bad command
+refused, without importing torch.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from fasttrain.choices import OPTIMIZERS
 from fasttrain.learners import dqn_config, ppo_config, pqn_config
 
 # the fields that may name their object as "module:attribute", imported on first use
-LAZY_FIELDS = ("trainer", "actor", "ceiling")
+LAZY_FIELDS = ("trainer", "actor", "ceiling", "choose")
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Learner:
     validate: Callable
     """``validate(section, where)``: raise ``ConfigError`` with one line on bad values"""
     trainer: type | str
-    """``trainer(config, warn=print)``: a ``learners.base.TrainerBase`` with ``iterate()``"""
+    """``trainer(config, warn=print, members=None)``: a ``learners.base.TrainerBase``"""
     actor: Callable | str
     """``actor(config, obs_shape, obs_dtype, num_actions, model_state, obs_categories=0,
     greedy=True, seed=0) -> act(obs) -> actions``: the agent of a checkpoint (its most likely
@@ -63,6 +65,19 @@ class Learner:
     auto_compile: bool = False
     """``run.compile = "auto"`` may compile this learner (where torch.compile was measured to
     pay: long feed-forward runs of modest width on a CPU, see ``fasttrain.device``)"""
+    choose: Callable | str | None = None
+    """``choose(config) -> trainer class`` where a setting picks a variant of ``trainer``
+    (PPO's ``ppo.overlap``); None: ``trainer`` always"""
+    population: Callable | None = None
+    """``population(config) -> str | None``: this learner trains populations (``fasttrain run
+    --seeds``), None where ``config`` can, else why not in one line; None: it does not"""
+    variable: tuple = ()
+    """``[name]`` settings a population's members may differ in (``--vary``): scalars that
+    change no buffer, network or kernel"""
+    graphs: bool = False
+    """its rollout and update run as CUDA graphs on cuda (``run.cuda_graph``)"""
+    recurrent: bool = False
+    """it takes a recurrent ``[model] core`` (``check_model`` says where it fits)"""
 
     def __getattribute__(self, name: str):
         value = object.__getattribute__(self, name)
@@ -92,16 +107,38 @@ def get(name: str) -> Learner:
     return LEARNERS[name]
 
 
+def make_trainer(config, warn=print, members=None):
+    """The trainer of ``config``'s learner (its variant, where ``choose`` picks one); with
+    ``members`` (their configs), a population of them (``learners/population.py``)."""
+    learner = LEARNERS[config.run.algo]
+    trainer = learner.trainer if learner.choose is None else learner.choose(config)
+    if members is not None:
+        from fasttrain.learners.population import members_of
+
+        trainer = members_of(trainer)
+    return trainer(config, warn=warn, members=members)
+
+
+def variable_settings() -> str:
+    """The settings members of a population may vary, by learner (``--vary``'s help)."""
+    return "; ".join(
+        f"{name}: {', '.join(one.variable)}" for name, one in LEARNERS.items() if one.variable
+    )
+
+
 register(
     Learner(
         "ppo",
         ppo_config.PPOConfig,
         ppo_config.validate,
-        # PPO's Trainer, named through ppo_overlap: importing that module hands PPO its
-        # overlapped subclass, which Trainer(config) builds where ppo.overlap is set
-        "fasttrain.learners.ppo_overlap:Trainer",
+        "fasttrain.learners.ppo:Trainer",
         "fasttrain.learners.ppo:actor",
         check_model=ppo_config.check_model,
+        choose="fasttrain.learners.ppo_overlap:choose",
+        population=ppo_config.population_problem,
+        variable=ppo_config.POPULATION_VARIABLE,
+        graphs=True,
+        recurrent=True,
         ceiling="fasttrain.learners.ppo:ceiling",
         smoke={"num_envs": 16, "num_steps": 8, "num_minibatches": 2, "anneal_lr": False},
         choices={"optimizer": OPTIMIZERS},
@@ -144,6 +181,9 @@ register(
         "fasttrain.learners.pqn:Trainer",
         "fasttrain.learners.pqn:actor",
         ceiling="fasttrain.learners.pqn:ceiling",
+        population=pqn_config.population_problem,
+        variable=pqn_config.POPULATION_VARIABLE,
+        graphs=True,
         choices={"optimizer": OPTIMIZERS},
         short_names=pqn_config.SHORT_NAMES,
         fixed=("optimizer", "layer_norm"),

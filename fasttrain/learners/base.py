@@ -1,224 +1,187 @@
-"""What every learner's trainer stands on: the run context (device, threads, seeds, environments,
-precision, one autocast), the trainer base with the checkpoint fields they share, memory checks,
-phase timers and small helpers. Optimizers and the optimizer step are in ``learners/optim.py``,
-torch.compile in ``fasttrain/compile.py``."""
+"""The trainer protocol: what every learner's trainer implements, and the plumbing it inherits.
+
+A learner supplies its steps; ``TrainerBase`` owns the rest:
+
+- the learner writes ``iterate() -> list[dict]`` (one rollout, returns and update; each
+  member's losses as ``losses/...`` keys), and where its rollout and update can run as CUDA
+  graphs, ``rollout_steps(slot)`` (the T steps launched one by one), ``graph_key(slot)``,
+  ``minibatch_step(mb) -> stats`` (one optimizer step, what ``run.compile`` compiles) and
+  ``update_key(mb)``; ``carried()`` names the tensors where the next rollout starts;
+- the base holds the counters, the run context, the members (a solo run is one; a population
+  of M is a width of the same trainer: ``learners/population.py`` overrides the width hooks
+  below and nothing else), the graph wiring (``setup_graphs``), the learning-rate schedule,
+  and a member's checkpoint (``member_state``) read back through one reader
+  (``load_members``: every member's state checked as a solo run's before anything changes).
+"""
 
 from __future__ import annotations
-
-import contextlib
-import os
-import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from fasttrain import distributed, savedstate
-from fasttrain.compile import wait_for_background_compiles
-from fasttrain.device import Device, resolve_amp, resolve_compile, resolve_device
+from fasttrain.device import resolve_compile
 from fasttrain.errors import ConfigError
-from fasttrain.kernels.env import host_memory_available
 from fasttrain.kernels.statecheck import StateError
-from fasttrain.learners.optim import Optimizers, optimizer_step, set_learning_rate
-from fasttrain.ranks import SINGLE, Ranks
-from fasttrain.vecenv import VecEnv, make
+from fasttrain.learners.context import (
+    Timers,
+    available_memory,
+    check_memory,
+    one_torch_thread,
+    setup_threads,
+    start_run,
+    user_sizes,
+)
+from fasttrain.learners.graphs import (
+    graph_safe_optimizer,
+    rollout_graph,
+    run_rollout,
+    setup_update_graph,
+)
+from fasttrain.learners.optim import Optimizers, make_optimizer, set_learning_rate
 
-# Below this many multiply-adds per rollout step (rows x weights) one torch and one Numba thread
-# train fastest: the operations are too small to split (measurements: docs/performance.md#threads)
-SMALL_STEP_WORK = 500_000
-
-
-def setup_threads(run, processes: int = 1, step_work: int | None = None) -> None:
-    """Set torch and Numba thread counts and GPU math modes. ``0`` in the config means one per
-    core, shared out between the ``processes`` ranks on this machine, or one thread where
-    ``step_work`` (multiply-adds of a rollout step's forward pass) is below
-    ``SMALL_STEP_WORK``."""
-    import numba
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = max(1, cores // processes)
-    if step_work is not None and step_work < SMALL_STEP_WORK:
-        cores = 1
-    torch.set_num_threads(run.torch_threads or cores)
-    numba.set_num_threads(min(run.numba_threads or cores, numba.config.NUMBA_NUM_THREADS))
-    if torch.cuda.is_available():
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        torch.backends.cudnn.benchmark = True
+__all__ = ["TrainerBase", "annealed", "available_memory", "check_memory", "one_torch_thread"]
 
 
-@contextlib.contextmanager
-def one_torch_thread():
-    """Initialise a network on one torch thread: orthogonal initialisation (a QR decomposition)
-    rounds differently on different thread counts, and a run's count is set only once its
-    network is known (``TrainerBase.fit_threads``), so the same seed starts from the same
-    weights whatever the threads."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def warn_once(warn):
-    """``warn`` that prints only its first message (one compile warning per run)."""
-    said = []
-
-    def once(message: str) -> None:
-        if not said:
-            said.append(message)
-            warn(message)
-
-    return once
-
-
-@dataclass
-class Timers:
-    """Seconds spent per phase since the last ``reset``."""
-
-    env: float = 0.0
-    forward: float = 0.0
-    learn: float = 0.0
-    start: float = field(default_factory=time.perf_counter)
-
-    def split(self) -> dict:
-        """Fraction of the wall time per phase, ``other`` being the rest."""
-        total = max(time.perf_counter() - self.start, 1e-9)
-        parts = {"env": self.env, "forward": self.forward, "learn": self.learn}
-        parts["other"] = max(total - sum(parts.values()), 0.0)
-        return {k: v / total for k, v in parts.items()}
-
-    def reset(self):
-        self.env = self.forward = self.learn = 0.0
-        self.start = time.perf_counter()
-
-
-@dataclass
-class RunContext:
-    """What a learner runs on: the device, its sampling generator, the envs and the precision."""
-
-    device: Device
-    generator: torch.Generator  # the learner's sampling stream (actions, minibatches, replay)
-    env: VecEnv
-    amp_dtype: torch.dtype | None  # autocast dtype of the update, None for float32
-    scaler: torch.amp.GradScaler | None  # fp16 only
-    ranks: Ranks = SINGLE  # data-parallel ranks (torchrun)
-    masked_steps: bool = False  # undo non-finite steps on the device (always on a GPU)
-    comm_s: float = 0.0  # seconds spent in the gradient all-reduce
-    updates: int = 0  # optimizer steps asked for
-    skipped: torch.Tensor = None  # () int64 on the device: non-finite steps not taken
-    backups: dict = field(
-        default_factory=dict, repr=False
-    )  # id(tensor) -> copy before a masked step
-
-    def __post_init__(self):
-        if self.skipped is None:
-            self.skipped = torch.zeros((), dtype=torch.int64, device=self.device.torch)
-
-    def autocast(self):
-        """The one autocast context of every learner's update (a no-op without ``run.amp``)."""
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, self.amp_dtype)
-
-    def optimizer_step(self, optimizer, loss, parameters, max_grad_norm: float) -> None:
-        """The one optimizer step (``fasttrain.learners.optim.optimizer_step``): backward,
-        clip, and a step skipped and counted in ``skipped`` where not finite."""
-        optimizer_step(self, optimizer, loss, parameters, max_grad_norm)
-
-    def take_skipped(self) -> torch.Tensor:
-        """Skipped updates since the last call (a device tensor; read it with the losses)."""
-        skipped = self.skipped.clone()
-        self.skipped.zero_()
-        return skipped
-
-
-def available_memory(device: torch.device) -> int | None:
-    """Bytes free for new buffers on ``device`` now (None when unknown)."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    return host_memory_available()
-
-
-@contextlib.contextmanager
-def user_sizes(what: str):
-    """Turn an allocation the machine refuses (sizes a user chose) into one line."""
-    try:
-        yield
-    except (MemoryError, RuntimeError) as exc:
-        text = str(exc).lower()
-        if not isinstance(exc, MemoryError) and "alloc" not in text and "memory" not in text:
-            raise
-        raise ConfigError(f"{what} does not fit in memory: {str(exc).splitlines()[0]}") from None
-
-
-def check_memory(
-    nbytes: int, what: str, device: torch.device, fix: str = "lower num_envs or num_steps"
-) -> None:
-    """Refuse, in one line and before allocating, buffers that cannot fit in memory."""
-    available = available_memory(device)
-    if available is not None and nbytes > available:
-        raise ConfigError(
-            f"{what} needs {nbytes / 2**30:,.1f} GiB but {available / 2**30:,.1f} GiB is free on "
-            f"{device.type}; {fix}"
-        )
-
-
-def start_run(config, num_envs: int, env_seed=None) -> RunContext:
-    """Device, threads, seeds, the environments and precision; every check runs before work.
-    ``env_seed``: the environments' seed where it is not the run's (a population's seeds, one
-    per block of envs: ``fasttrain.make``)."""
-    run = config.run
-    device = resolve_device(run.device)
-    ranks = distributed.setup(run.dist_backend, device.type, run.dist_timeout_s)
-    if ranks.enabled and device.type == "cuda":  # one GPU per rank on its machine
-        device = Device(torch.device("cuda", ranks.local_rank), device.backend)
-    amp = resolve_amp(run.amp, device, config.model.hidden)
-    setup_threads(run, ranks.local_world)
-    wait_for_background_compiles()  # an earlier trainer's compile must not touch this one
-    torch.manual_seed(run.seed)  # the same on every rank: identical initial weights
-    # each rank's own environments and sampling stream (rank 0: the single-process run's)
-    seed = distributed.rank_seed(run.seed, ranks.rank)
-    generator = torch.Generator(device=device.torch).manual_seed(seed % 2**63)
-    try:
-        env = make(
-            config.game.name,
-            num_envs=num_envs,
-            backend=device.backend,
-            seed=seed if env_seed is None else env_seed,
-            action_repeat=run.action_repeat,
-            **vars(config.params),
-        )
-    except (ValueError, MemoryError) as exc:  # sizes the machine cannot hold, named in one line
-        raise ConfigError(str(exc).splitlines()[0]) from None
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
-    scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
-    return RunContext(device, generator, env, amp_dtype, scaler, ranks)
+def annealed(value, iteration: int, num_iterations: int):
+    """``value`` scaled by the share of iterations left: the one linear schedule (learning
+    rates, PPO's entropy coefficient)."""
+    return (1.0 - iteration / num_iterations) * value
 
 
 class TrainerBase:
-    """What the runner needs of every learner's trainer, and the checkpoint fields they share.
+    """What the runner needs of every learner's trainer (see the module docstring).
 
-    A subclass sets ``config``, ``args`` (its config section), ``ctx``, ``optimizer``,
-    ``num_iterations`` and ``batch_size`` and implements ``iterate() -> dict`` (the losses of one
-    iteration, as ``losses/...`` keys), ``state_dict`` and ``load_state_dict`` on top of these.
-    """
+    A subclass sets ``optimizer``, ``num_iterations`` and ``batch_size`` (each member's, per
+    rank) and the network it trains and the one it acts with (``network``, ``acting``)."""
 
     iteration = 0
     global_step = 0
+    horizon_graph = None  # the rollout as a CUDA graph (setup_graphs), or None: eager
+    update_graph = None  # each minibatch step as a CUDA graph, or None
+    rates_on_device = False  # the fused Adam reads its rate from a device tensor (cuda)
+    compile_mode = "off"
 
-    def __init__(self, config, num_envs: int):
-        self.config = config
-        self.ctx = start_run(config, num_envs)
+    def __init__(self, config, members=None):
+        self.config, self.args = config, config.learner
+        # the members' configs: a solo run is the one member of its own config
+        self.member_configs = list(members) if members is not None else [config]
+        self.member_args = [c.learner for c in self.member_configs]
+        self.num_members = M = len(self.member_configs)
+        self.ctx = start_run(config, M * self.args.num_envs, self.env_seeds())
         self.env = self.ctx.env
-        # learner rows: one per agent (num_envs * num_agents); every buffer is per row
+        # learner rows: one per agent (num_envs * num_agents); member k has rows k*n..(k+1)*n
         self.rows = self.env.num_rows
+        self.n = self.rows // M
         self.device = self.ctx.device.torch
-        self.generator = self.ctx.generator
+        self.ctx.skipped = torch.zeros(self.member_shape, dtype=torch.int64, device=self.device)
+        self.generators = self.member_generators()  # each member's sampling stream
+        self.generator = self.generators[0]
         self.timers = Timers()
-        # data-parallel ranks: steps count every rank's, each rank steps its own envs
-        self.world = self.ctx.ranks.world
+        self.world = self.ctx.ranks.world  # data-parallel ranks: steps count every rank's
+
+    # ------------------------------------------------------------------ WIDTH: one member
+
+    def env_seeds(self):
+        """The environments' seeds: None, the run's (a population: each member's block)."""
+        return None
+
+    def member_generators(self) -> list[torch.Generator]:
+        """Each member's sampling stream: a solo run's is its context's."""
+        return [self.ctx.generator]
+
+    def build(self, make, eps: float):
+        """The trained network (``make()``, on one thread, as a solo run seeds it) and its
+        optimizer (``{algo}.optimizer``, learning rate ``learning_rate``, ``eps``)."""
+        with user_sizes(f"the model (model.hidden = {self.config.model.hidden})"):
+            with one_torch_thread():
+                network = make()
+        self.share_weights(network)
+        self.fit_threads(network)
+        args = self.args
+        return network, make_optimizer(args.optimizer, network, args.learning_rate, eps)
+
+    def act(self, forward, *inputs):
+        """``forward(*inputs)`` over every row: the acting network's outputs, per row."""
+        return forward(*inputs)
+
+    def member_net(self, k: int):
+        """Member ``k``'s acting network, called as a solo run's (``value``, a forward)."""
+        return self.acting
+
+    def member_groups(self, rows: tuple) -> list:
+        """``rows`` (as ``nonzero(as_tuple=True)`` of a ``(T, N)`` tensor) by member:
+        ``[(k, member k's rows)]``, members without one left out."""
+        return [(0, rows)] if rows[0].numel() else []
+
+    def blocks(self, tensor: torch.Tensor, axis: int = 0) -> list[torch.Tensor]:
+        """Each member's block of ``tensor`` along its rows' ``axis``."""
+        return [tensor]
+
+    member_dims = 0  # leading member axes of a minibatch's indices: none for one member
+    member_shape: tuple = ()  # the shape of a per-member value (a loss, a skip count)
+    optional_carried: tuple = ()  # carried keys an older checkpoint may lack
+
+    def member_axis(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A ``(M, ...)`` tensor as this run indexes it: one member drops the axis."""
+        return tensor[0]
+
+    def per_member(self, fn, dtype=torch.float32):
+        """``fn(section)`` of each member's learner section: one number for one member."""
+        return fn(self.args)
+
+    def per_sample(self, fn):
+        """``per_member`` shaped against a minibatch's samples on the last axis."""
+        return self.per_member(fn)
+
+    def per_column(self, fn) -> torch.Tensor:
+        """``fn(section)`` of each row's member, float64 ``(rows,)`` on the CPU (the returns
+        kernels' discount and trace decay)."""
+        return torch.full((self.rows,), float(fn(self.args)), dtype=torch.float64)
+
+    def set_learning_rates(self, fn) -> None:
+        """Each member's learning rate to ``fn(section)`` (a schedule's step)."""
+        set_learning_rate(self.optimizer, fn(self.args))
+
+    def learning_rates(self) -> list[float]:
+        return [float(self.optimizer.param_groups[0]["lr"])]
+
+    def member_weights(self, k: int) -> dict:
+        return self.network.state_dict()
+
+    def member_optimizer_state(self, k: int) -> dict:
+        return self.optimizer.state_dict()
+
+    def member_env_state(self, k: int, env_state: dict) -> dict:
+        return env_state
+
+    def member_stats(self) -> list[dict]:
+        """Each member's episode means since the last call (``VecEnv.stats``), then clear."""
+        return [self.env.stats()]
+
+    def references(self) -> tuple:
+        """The network and optimizer a member's saved state is checked against."""
+        return self.network, self.optimizer
+
+    def load_member(self, k: int, state: dict) -> None:
+        """Member ``k``'s checked state into its network, optimizer and stream."""
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                "checkpoint's optimizer state does not fit this run's optimizer; resume with "
+                "the optimizer it was written with"
+            ) from None
+        if not isinstance(self.optimizer, Optimizers):  # eager steps take a float rate, as
+            for group in self.optimizer.param_groups:  # before a compiled step saved a tensor
+                group["lr"] = float(group["lr"])
+        self.network.load_state_dict(state["model"])
+        self.generators[k].set_state(state["generator"])
+
+    def load_env(self, states: list[dict]) -> None:
+        self.load_env_arrays(states[0]["env"])
+
+    # ------------------------------------------------------------------ SIZES AND LOG
 
     def share_weights(self, *modules) -> None:
         """Rank 0's weights on every rank (data-parallel runs; nothing otherwise)."""
@@ -228,12 +191,12 @@ class TrainerBase:
 
     @property
     def learning_rate(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+        return self.learning_rates()[0]
 
     @property
     def steps_per_iteration(self) -> int:
-        """Agent steps (learner rows) per iteration, over every rank."""
-        return self.rows * self.args.num_steps * self.world
+        """Agent steps of each member per iteration, over every rank."""
+        return self.n * self.args.num_steps * self.world
 
     def fit_threads(self, network: torch.nn.Module) -> None:
         """Thread counts for this run's size (``setup_threads``): a small network stepping few
@@ -243,7 +206,7 @@ class TrainerBase:
 
     def describe_rows(self) -> str:
         """``256 envs`` or, with several agents per environment, ``64 envs x 8 agents``."""
-        envs = f"{self.env.num_envs} envs"
+        envs = f"{self.env.num_envs // self.num_members} envs"
         return envs if self.env.num_agents == 1 else f"{envs} x {self.env.num_agents} agents"
 
     def describe(self) -> str:
@@ -271,35 +234,118 @@ class TrainerBase:
 
     def compile_note(self) -> str:
         """`` | bf16 update`` (or fp16) under mixed precision (``run.amp``; the rollout's forward
-        passes stay float32), then `` | torch.compile (MODE)`` when the learner compiles
-        (``run.compile``)."""
+        passes stay float32), then `` | torch.compile (MODE)`` when the learner compiles."""
         note = "" if self.precision == "fp32" else f" | {self.precision} update"
-        mode = getattr(self, "compile_mode", "off")
+        mode = self.compile_mode
         return note + ("" if mode == "off" else f" | torch.compile ({mode})")
 
-    def base_state(self) -> dict:
-        """Checkpoint fields every learner has: counters, env buffers and random streams."""
+    def member_losses(self, names, totals: torch.Tensor, updates: int) -> list[dict]:
+        """Each member's mean stats over ``updates`` minibatch steps (``totals``, by ``names``)
+        and the updates it skipped: ``losses/...`` rows, read in the one host sync."""
+        M = self.num_members
+        skipped = self.ctx.take_skipped().to(totals.dtype).reshape(M, 1)
+        means = torch.cat([(totals / max(updates, 1)).reshape(M, -1), skipped], 1).tolist()
+        names = (*names, "skipped_updates")
+        return [{f"losses/{k}": v for k, v in zip(names, row, strict=True)} for row in means]
+
+    # ------------------------------------------------------------------ GRAPHS
+
+    def setup_graphs(self, warn, streams=()) -> None:
+        """On cuda (``run.cuda_graph``), the rollout's steps as one CUDA graph (``streams``:
+        the generators they draw from) and each minibatch step as another
+        (``learners/graphs.py``); where they cannot be captured, one line says why and they
+        run eagerly."""
+        self.horizon_graph = rollout_graph(
+            self.config, self.device, self.rollout_steps, self.graph_key, streams, self.env,
+            warn, self.compile_mode,
+        )  # fmt: skip
+        self.update_graph = setup_update_graph(self, self.minibatch_step, self.update_key, warn)
+
+    def run_steps(self, slot) -> None:
+        """``rollout_steps(slot)``, launched one by one or replayed as a graph."""
+        run_rollout(self.horizon_graph, self.rollout_steps, slot, self.timers)
+
+    def learn_minibatch(self, mb: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on minibatch ``mb``; returns the loss stats: a CUDA graph replay
+        where ``setup_graphs`` made one."""
+        if self.update_graph is None:
+            return self.train_step(mb)
+        return self.update_graph(mb)
+
+    # ------------------------------------------------------------------ STATE
+
+    def carried(self) -> dict[str, torch.Tensor]:
+        """The tensors, by checkpoint key, where the next iteration starts: ``(rows, ...)``,
+        each member's block of rows its own."""
+        return {}
+
+    def member_rows(self, k: int) -> slice:
+        return slice(k * self.n, (k + 1) * self.n)
+
+    def member_state(self, k: int, env_state: dict | None = None) -> dict:
+        """Member ``k``'s checkpoint state (a solo run's form: ``eval``, ``play`` and a solo
+        ``--resume`` read a population's member as any run). ``env_state``: the env's
+        ``state_dict()``, when the caller read it once for every member."""
+        env_state = self.env.state_dict() if env_state is None else env_state
+        rows = self.member_rows(k)
         return {
             "learner": self.config.run.algo,
             "global_step": self.global_step,
             "iteration": self.iteration,
-            "optimizer": self.optimizer.state_dict(),
-            "env": self.env.state_dict(),
+            "optimizer": self.member_optimizer_state(k),
+            "env": self.member_env_state(k, env_state),
             "device": self.device.type,
-            "generator": self.generator.get_state(),
+            "generator": self.generators[k].get_state(),
             "torch_rng": torch.get_rng_state(),
+            "model": self.member_weights(k),
+            **{name: t[rows].cpu().clone() for name, t in self.carried().items()},
         }
 
-    def check_state(self, state: dict) -> None:
-        """Refuse a checkpoint of another learner or device, or one whose shared fields are
-        missing or ill-typed (``fasttrain.savedstate``), with one line; changes nothing."""
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit for bit (a solo run: its one member's state)."""
+        return self.member_state(0)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.load_members([state])
+
+    def load_members(self, states: list[dict]) -> None:
+        """Continue from each member's checkpoint state, in member order: every state checked
+        as a solo run's (``check_member_state``) before anything changes, then loaded."""
+        if len(states) != self.num_members:
+            raise ConfigError(f"{len(states)} member states for {self.num_members} members")
+        for k, state in enumerate(states):
+            self.check_member_state(k, state)
+        steps = {(int(s["global_step"]), int(s["iteration"])) for s in states}
+        if len(steps) != 1:
+            raise ConfigError(
+                "the members' checkpoints are at different steps (a run stopped while saving "
+                "them); resume each member alone with --resume SEED_DIR"
+            )
+        self.load_env(states)
+        for k, state in enumerate(states):
+            self.load_member(k, state)
+            rows = self.member_rows(k)
+            for name, tensor in self.carried().items():
+                if name in state:
+                    tensor[rows].copy_(state[name])
+        ((self.global_step, self.iteration),) = steps
+        torch.set_rng_state(states[0]["torch_rng"])
+        if self.rates_on_device:  # the loaded rates as the fused Adam reads them on cuda
+            graph_safe_optimizer(self.optimizer, self.device)
+        self.resume_learning_rate()
+
+    def check_member_state(self, k: int, state: dict) -> None:
+        """Refuse, with one line and changing nothing, a checkpoint state of another learner or
+        device, or one whose fields are missing, ill-typed or do not fit member ``k``
+        (``fasttrain.savedstate``); a learner adds its own checks."""
+        algo = self.config.run.algo
         savedstate.table(state, "state")
         savedstate.check_common(state, resuming=True)
-        learner = state.get("learner", self.config.run.algo)
-        if learner != self.config.run.algo:
+        learner = state.get("learner", algo)
+        if learner != algo:
             raise ConfigError(
-                f"checkpoint was written by learner {learner!r} and this run uses "
-                f"{self.config.run.algo!r}; resume it with run.algo = {learner!r}"
+                f"checkpoint was written by learner {learner!r} and this run uses {algo!r}; "
+                f"resume it with run.algo = {learner!r}"
             )
         saved = state.get("device", "cpu")
         if saved != self.device.type:
@@ -308,45 +354,30 @@ class TrainerBase:
                 f"{self.device.type!r}; resume it with run.device = {saved!r}"
             )
         savedstate.field(state, "env", "the environments' state")  # checked by env itself
+        network, optimizer = self.references()
         expected = "this run's optimizer state"
-        savedstate.optimizer_state(savedstate.field(state, "optimizer", expected), self.optimizer)
+        savedstate.optimizer_state(savedstate.field(state, "optimizer", expected), optimizer)
         generator = savedstate.field(state, "generator", "a generator state")
         savedstate.generator_state(generator, "generator", self.generator.device)
         cpu_stream = savedstate.field(state, "torch_rng", "a generator state")
         savedstate.generator_state(cpu_stream, "torch_rng", torch.device("cpu"))
+        savedstate.weights(savedstate.field(state, "model", "network weights"), "model", network)
+        rows, below = self.member_rows(k), {"next_obs": self.env.spec.obs_categories}
+        for name, tensor in self.carried().items():
+            if name in self.optional_carried and name not in state:
+                continue
+            value = savedstate.field(state, name, "the rollout's starting point")
+            savedstate.like(value, name, tensor[rows], below.get(name, 0))
 
-    def load_base_state(self, state: dict) -> None:
-        """Restore ``base_state`` fields; call ``check_state`` and learner checks first."""
+    def load_env_arrays(self, arrays) -> None:
+        """The environments' saved buffers (checked by the env: one line for a value the game
+        cannot produce, or a buffer of the wrong shape)."""
         try:
-            self.env.load_state_dict(state["env"])
+            self.env.load_state_dict(arrays)
         except StateError as exc:  # a value the game cannot produce: a damaged or crafted file
             raise ConfigError(f"checkpoint refused: {exc}") from None
         except ValueError as exc:
             raise ConfigError(f"checkpoint does not fit this run: {exc}") from None
-        try:
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError, TypeError):
-            raise ConfigError(
-                "checkpoint's optimizer state does not fit this run's optimizer; resume with "
-                "the optimizer it was written with"
-            ) from None
-        if not isinstance(self.optimizer, Optimizers):  # eager steps take a float rate, as
-            for group in self.optimizer.param_groups:  # before a compiled step saved a tensor
-                group["lr"] = float(group["lr"])
-        self.global_step = state["global_step"]
-        self.iteration = state["iteration"]
-        self.generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        self.resume_learning_rate()
-
-    def scheduled_learning_rate(self) -> float:
-        """The rate this run's config gives the next update: ``learning_rate``, scaled by the
-        share of iterations left where the learner anneals it (``anneal_lr``); a learner with
-        another schedule overrides this."""
-        args = self.args
-        if not getattr(args, "anneal_lr", False):
-            return args.learning_rate
-        return (1.0 - self.iteration / self.num_iterations) * args.learning_rate
 
     def resume_learning_rate(self) -> None:
         """After a checkpoint's optimizer state (which holds the rate it was written with):
@@ -356,7 +387,16 @@ class TrainerBase:
         reads): an unchanged resume continues bit for bit."""
         if self.iteration >= self.num_iterations or not hasattr(self.args, "learning_rate"):
             return  # nothing left to train, or no rate in the config to follow
-        rate = self.scheduled_learning_rate()
-        held = [float(group["lr"]) for group in self.optimizer.param_groups]
-        if any(np.float32(h) != np.float32(rate) for h in held):
-            set_learning_rate(self.optimizer, rate)
+        schedule = self.scheduled_learning_rate
+        rates = [schedule(a) for a in self.member_args]
+        held = self.learning_rates()
+        if any(np.float32(h) != np.float32(r) for h, r in zip(held, rates, strict=True)):
+            self.set_learning_rates(schedule)
+
+    def scheduled_learning_rate(self, args) -> float:
+        """The rate the config section ``args`` gives the next update: ``learning_rate``,
+        ``annealed`` where the learner anneals it (``anneal_lr``); a learner with another
+        schedule overrides this."""
+        if not getattr(args, "anneal_lr", False):
+            return args.learning_rate
+        return annealed(args.learning_rate, self.iteration, self.num_iterations)

@@ -23,17 +23,12 @@ from fasttrain import savedstate
 from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
 from fasttrain.learners.actors import greedy_q_actor
-from fasttrain.learners.base import (
-    TrainerBase,
-    check_memory,
-    one_torch_thread,
-    user_sizes,
-    warn_once,
-)
+from fasttrain.learners.base import TrainerBase, check_memory
+from fasttrain.learners.context import warn_once
 
 # CONFIG: the [dqn] dataclass and its checks are in dqn_config.py (torch-free)
 from fasttrain.learners.dqn_config import AUTO_COMPILE
-from fasttrain.learners.optim import foreach_copy, foreach_lerp, make_optimizer
+from fasttrain.learners.optim import foreach_copy, foreach_lerp
 from fasttrain.learners.sumtree import SumTree
 from fasttrain.models import make_q_network
 
@@ -257,24 +252,11 @@ class Trainer(TrainerBase):
     every ``train_frequency`` of them (once ``learning_starts`` env steps have been taken).
     """
 
-    def __init__(self, config, warn=print):
-        self.args = args = config.learner
-        super().__init__(config, args.num_envs)
-        env = self.env
-        with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
-            self.q_network = make_q_network(
-                env.obs_shape,
-                env.obs_dtype,
-                env.num_actions,
-                config.model,
-                self.device,
-                args.dueling,
-                env.spec.obs_categories,
-            )
-        self.share_weights(self.q_network)
-        self.fit_threads(self.q_network)
+    def __init__(self, config, warn=print, members=None):
+        super().__init__(config, members)
+        args, env = self.args, self.env
+        self.q_network, self.optimizer = self.build(self.make_q_network, eps=1e-8)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
-        self.optimizer = make_optimizer(args.optimizer, self.q_network, args.learning_rate, 1e-8)
         self.batch_size = args.batch_size
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
         if args.buffer_size < self.rows * args.n_step:
@@ -301,8 +283,8 @@ class Trainer(TrainerBase):
             args.prio_alpha,
         )
         self.buffer.obs[0].copy_(env.obs)
-        # the env writes obs[pos + 1] and final_obs[pos] at slot pos: each pair is bound on
-        # first use (a ring can have many slots) and kept
+        # the env writes obs[pos + 1], final_obs[pos], and the rewards and flags of slot pos:
+        # each slot is bound on first use (a ring can have many slots) and kept
         self.step_outputs = [None] * self.buffer.num_slots
         warn = warn_once(warn)  # one compile warning covers acting and the update
         self.compile_mode = self.compile_mode_for(AUTO_COMPILE)
@@ -310,6 +292,24 @@ class Trainer(TrainerBase):
             call_module, self.q_network, self.compile_mode, warn, "the network"
         )
         self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
+
+    @property
+    def network(self):
+        return self.q_network
+
+    acting = network
+
+    def make_q_network(self):
+        env = self.env
+        return make_q_network(
+            env.obs_shape,
+            env.obs_dtype,
+            env.num_actions,
+            self.config.model,
+            self.device,
+            self.args.dueling,
+            env.spec.obs_categories,
+        )
 
     def describe(self) -> str:
         args = self.args
@@ -348,11 +348,10 @@ class Trainer(TrainerBase):
         # actions are in range by construction: skip the check that costs a host sync on cuda
         out = self.step_outputs[pos]
         if out is None:
-            out = self.step_outputs[pos] = env.bind_outputs(buffer.obs[nxt], buffer.final_obs[pos])
+            slot = (buffer.final_obs, buffer.rewards, buffer.terminated, buffer.truncated)
+            outputs = (buffer.obs[nxt], *(t[pos] for t in slot))
+            out = self.step_outputs[pos] = env.bind_outputs(*outputs)
         env.step(buffer.actions[pos], out=out, check=False)
-        buffer.rewards[pos] = env.rewards
-        buffer.terminated[pos] = env.terminated
-        buffer.truncated[pos] = env.truncated
         buffer.advance()
         self.global_step += N * self.world  # agent steps, all ranks
         t2 = time.perf_counter()
@@ -415,7 +414,7 @@ class Trainer(TrainerBase):
             else:
                 foreach_lerp(target, online, tau)
 
-    def iterate(self) -> dict:
+    def iterate(self) -> list[dict]:
         """``num_steps`` env steps with updates every ``train_frequency``; returns mean losses."""
         args = self.args
         totals = torch.zeros(2, device=self.device)
@@ -436,38 +435,32 @@ class Trainer(TrainerBase):
                 self.update_target()
             self.timers.learn += time.perf_counter() - t0
         self.iteration += 1
-        skipped = self.ctx.take_skipped().to(totals.dtype)
-        td_loss, q_values, skipped = torch.cat([totals / max(updates, 1), skipped.view(1)]).tolist()
+        losses = self.member_losses(("td_loss", "q_values"), totals, updates)[0]
         if not updates:
-            td_loss = q_values = np.nan
-        return {
-            "losses/td_loss": td_loss,
-            "losses/q_values": q_values,
-            "losses/skipped_updates": skipped,
-            "charts/epsilon": self.epsilon(),
-        }
+            losses["losses/td_loss"] = losses["losses/q_values"] = np.nan
+        return [{**losses, "charts/epsilon": self.epsilon()}]
 
     # --------------------------------------------------------------------------- STATE
 
-    def state_dict(self) -> dict:
+    def member_state(self, k: int, env_state: dict | None = None) -> dict:
         """Everything needed to continue bit for bit, the replay buffer included."""
         return {
-            **self.base_state(),
-            "model": self.q_network.state_dict(),
+            **super().member_state(k, env_state),
             "target_model": self.target_network.state_dict(),
             "replay": self.buffer.state_dict(),
         }
 
-    def load_state_dict(self, state: dict) -> None:
-        self.check_state(state)  # nothing changes on a mismatch
+    def check_member_state(self, k: int, state: dict) -> None:
+        super().check_member_state(k, state)
         if "replay" not in state:
             raise ConfigError("checkpoint holds no DQN replay buffer")
-        for key, network in (("model", self.q_network), ("target_model", self.target_network)):
-            savedstate.weights(savedstate.field(state, key, "network weights"), key, network)
+        target = savedstate.field(state, "target_model", "network weights")
+        savedstate.weights(target, "target_model", self.target_network)
         categories = self.env.spec.obs_categories
         self.buffer.check_state_dict(state["replay"], self.env.num_actions, categories)
-        self.load_base_state(state)
-        self.q_network.load_state_dict(state["model"])
+
+    def load_member(self, k: int, state: dict) -> None:
+        super().load_member(k, state)
         self.target_network.load_state_dict(state["target_model"])
         self.buffer.load_state_dict(state["replay"])
 

@@ -25,6 +25,8 @@ import time
 
 import torch
 
+from fasttrain.learners.optim import PopulationAdam
+
 # why a run on cuda launches its rollout eagerly, by cause
 EAGER_OVERLAP = "ppo.overlap acts in a second thread"
 EAGER_TORCH = (
@@ -135,11 +137,14 @@ def tensor_addresses(*modules) -> tuple:
 
 def update_graph_problem(config, ctx, optimizer) -> str | None:
     """None where a run whose rollout is captured (PPO, PQN) can also capture its minibatch
-    steps, else why not (one line)."""
+    steps, else why not (one line). A population's Adam (``PopulationAdam``) reads nothing on
+    the host."""
     if ctx.scaler is not None:
         return "run.amp = 'fp16' scales the loss with a scaler that reads its flag on the host"
     if ctx.ranks.enabled:
         return "a data-parallel run all-reduces its gradients between ranks"
+    if isinstance(optimizer, PopulationAdam):
+        return None
     if not isinstance(optimizer, torch.optim.Adam) or not optimizer.defaults.get("fused"):
         name = f"{config.run.algo}.optimizer"
         return f"{name} = {config.learner.optimizer!r} is not the fused Adam"
@@ -182,15 +187,16 @@ class GraphedUpdate:
         return stats
 
 
-def setup_update_graph(learner, config, step, key, warn) -> GraphedUpdate | None:
-    """The minibatch steps of ``learner`` (its ``ctx``, ``optimizer``, ``device``, and
-    ``horizon_graph`` already set) as a ``GraphedUpdate`` where its rollout is captured and its
-    update can be (``update_graph_problem``), else None, one line saying why where the rollout
-    is captured. Sets ``learner.rates_on_device``: on cuda the fused Adam reads its rate from a
-    device tensor whether its step is captured or not, so a run computes the same numbers with
-    ``run.cuda_graph`` on and off."""
-    problem = update_graph_problem(config, learner.ctx, learner.optimizer)
-    learner.rates_on_device = learner.device.type == "cuda" and problem is None
+def setup_update_graph(learner, step, key, warn) -> GraphedUpdate | None:
+    """The minibatch steps of ``learner`` (its ``config``, ``ctx``, ``optimizer``, ``device``,
+    and ``horizon_graph`` already set) as a ``GraphedUpdate`` where its rollout is captured and
+    its update can be (``update_graph_problem``), else None, one line saying why where the
+    rollout is captured. Sets ``learner.rates_on_device``: on cuda the fused Adam reads its rate
+    from a device tensor whether its step is captured or not, so a run computes the same
+    numbers with ``run.cuda_graph`` on and off."""
+    problem = update_graph_problem(learner.config, learner.ctx, learner.optimizer)
+    fused = isinstance(learner.optimizer, torch.optim.Adam)
+    learner.rates_on_device = learner.device.type == "cuda" and problem is None and fused
     if learner.rates_on_device:
         graph_safe_optimizer(learner.optimizer, learner.device)
     if learner.horizon_graph is None:

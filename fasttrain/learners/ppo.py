@@ -1,25 +1,28 @@
 """PPO, CleanRL-style, reading the environment buffers without copies.
 
-The environment writes each step's observations straight into the rollout storage slot
-``obs[t + 1]`` (and final observations of ended episodes into ``final_obs[t]``), so the learner
-never gathers or copies experience. Truncated steps bootstrap from the value of ``final_obs``.
+The environment writes each step's observations, rewards and flags straight into the rollout
+storage slot (``obs[t + 1]``, ``rewards[t]``...; final observations of ended episodes into
+``final_obs[t]``), so the learner never gathers or copies experience. Truncated steps bootstrap
+from the value of ``final_obs``.
 
 Recurrent policies replay whole sequences from stored states; ``ppo.max_minibatch_size``
 accumulates gradients over chunks of a minibatch. ``ppo.overlap`` (acting while learning, with
-the decoupled objective) is the subclass in ``learners/ppo_overlap.py``.
+the decoupled objective) is the subclass in ``learners/ppo_overlap.py``; a population of
+members trains through this same trainer (``learners/population.py``), its width hooks
+(``learners/base.py``) each member's.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import time
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from fasttrain import distributed, savedstate
+from fasttrain import distributed
 from fasttrain.compile import (
     DEFER_SHARE,
     CompiledStep,
@@ -28,85 +31,140 @@ from fasttrain.compile import (
     call_module,
 )
 from fasttrain.errors import ConfigError
+from fasttrain.learners import rollout
 from fasttrain.learners.actors import PolicyActor
-from fasttrain.learners.base import (
-    TrainerBase,
-    check_memory,
-    one_torch_thread,
-    user_sizes,
-    warn_once,
-)
-from fasttrain.learners.graphs import (
-    graph_safe_optimizer,
-    rollout_graph,
-    run_rollout,
-    setup_update_graph,
-    tensor_addresses,
-    update_key,
-)
-from fasttrain.learners.optim import (
-    make_optimizer,
-    rates_as_tensors,
-    set_learning_rate,
-)
+from fasttrain.learners.base import TrainerBase, annealed, check_memory
+from fasttrain.learners.context import warn_once
+from fasttrain.learners.graphs import tensor_addresses, update_key
+from fasttrain.learners.optim import make_optimizer, rates_as_tensors
 
 # CONFIG: the [ppo] dataclass and its checks are in ppo_config.py (torch-free)
 from fasttrain.learners.ppo_config import AUTO_COMPILE
-from fasttrain.learners.rollout import Rollout, new_rollout
+from fasttrain.learners.rollout import Rollout
 from fasttrain.models import make_policy
+
+LOSS_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+# ------------------------------------------------------------------------------- THE LOSS
+
+
+class Batch(NamedTuple):
+    """A minibatch's samples for the loss, on the last axis (a member's; a population's with
+    the member axis first)."""
+
+    actions: torch.Tensor
+    old_logprobs: torch.Tensor  # under the policy the ratio is taken against
+    advantages: torch.Tensor  # normalised where ppo.norm_adv
+    returns: torch.Tensor
+    old_values: torch.Tensor
+    weights: torch.Tensor | None = None  # each sample's weight (decoupled PPO); None: 1
+
+
+class Coefs(NamedTuple):
+    """PPO's coefficients: numbers for one member; a population's as tensors, ``clip`` and the
+    ratio's bounds ``(M, 1)`` against the samples, ``ent_coef`` and ``vf_coef`` ``(M,)``."""
+
+    clip: float | torch.Tensor
+    ratio_low: float | torch.Tensor
+    ratio_high: float | torch.Tensor
+    ent_coef: torch.Tensor
+    vf_coef: float | torch.Tensor
+
+
+def ppo_loss(logits, new_values, batch: Batch, coefs: Coefs, clip_vloss: bool):
+    """The PPO loss over the samples on the last axis, every term a mean over them, and its
+    stats ``[pg, v, entropy, approx_kl, clipfrac]`` on a new last axis."""
+    logits, new_values = logits.float(), new_values.float()
+    log_probs = F.log_softmax(logits, dim=-1)
+    new_logprob = log_probs.gather(-1, batch.actions[..., None])[..., 0]
+    entropy = -(log_probs.exp() * log_probs).sum(-1).mean(-1)
+    log_ratio = new_logprob - batch.old_logprobs
+    ratio = log_ratio.exp()
+    adv = batch.advantages
+    pg = torch.max(-adv * ratio, -adv * ratio.clamp(coefs.ratio_low, coefs.ratio_high))
+    pg_loss = (pg if batch.weights is None else batch.weights * pg).mean(-1)
+    returns, old = batch.returns, batch.old_values
+    if clip_vloss:
+        clipped = old + (new_values - old).clamp(-coefs.clip, coefs.clip)
+        v_loss = 0.5 * torch.max((new_values - returns) ** 2, (clipped - returns) ** 2).mean(-1)
+    else:
+        v_loss = 0.5 * ((new_values - returns) ** 2).mean(-1)
+    loss = pg_loss - coefs.ent_coef * entropy + coefs.vf_coef * v_loss
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean(-1)
+        clipfrac = ((ratio - 1).abs() > coefs.clip).float().mean(-1)
+        stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac], dim=-1).detach()
+    return loss, stats
+
+
+def normalised(advantages: torch.Tensor) -> torch.Tensor:
+    """Advantages normalised to mean 0 and std 1 over the samples on the last axis."""
+    mean, std = advantages.mean(-1, keepdim=True), advantages.std(-1, keepdim=True)
+    return (advantages - mean) / (std + 1e-8)
+
 
 # ------------------------------------------------------------------------------- SETUP
 
 
 class Trainer(TrainerBase):
-    """Holds the environment, network, optimizer and rollout storage of one PPO run.
+    """Holds the environment, network, optimizer and rollout storage of one PPO run (or of a
+    population's members: ``learners/population.py``)."""
 
-    ``Trainer(config)`` with ``ppo.overlap`` builds the overlapped subclass
-    (``learners/ppo_overlap.py``), which names itself in ``overlapped`` when imported (the
-    learner registry reaches this class through that module), so that this file need not
-    import it."""
+    optional_carried = ("next_episode_starts",)  # checkpoints before it was saved
 
-    overlapped: type | None = None
-
-    def __new__(cls, config=None, warn=print):
-        if cls is Trainer and config is not None and config.learner.overlap:
-            if Trainer.overlapped is None:  # never silently plain PPO
-                raise RuntimeError("ppo.overlap needs fasttrain.learners.ppo_overlap imported")
-            cls = Trainer.overlapped
-        return super().__new__(cls)
-
-    def __init__(self, config, warn=print):
-        self.args = args = config.learner
-        super().__init__(config, args.num_envs)
-        with user_sizes(f"the model (model.hidden = {config.model.hidden})"), one_torch_thread():
-            self.policy = self.make_policy()
-        self.share_weights(self.policy)
-        self.fit_threads(self.policy)
-        self.optimizer = make_optimizer(args.optimizer, self.policy, args.learning_rate, eps=1e-5)
-        self.batch_size = self.rows * args.num_steps  # per rank
+    def __init__(self, config, warn=print, members=None):
+        super().__init__(config, members)
+        args = self.args
+        self.policy, self.optimizer = self.build(self.make_policy, eps=1e-5)
+        self.batch_size = self.n * args.num_steps  # each member's, per rank
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
         self.recurrent = self.policy.is_recurrent
         self.plan_minibatches()
-        check_memory(self.storage_bytes(), "PPO rollout storage", self.device)
+        check_memory(self.storage_bytes(), self.storage_name(), self.device)
         self.storage = self.new_rollout()
         self.storage.obs[0].copy_(self.env.obs)
-        # a tensor, so annealing it (ppo.anneal_ent) changes no compiled graph
-        self.ent_coef = torch.tensor(float(args.ent_coef), device=self.device)
+        # tensors, so annealing the entropy coefficient (ppo.anneal_ent) changes no graph
+        self.ent_coef = torch.zeros(self.member_shape, device=self.device)
+        self.set_coef(self.ent_coef, lambda a: a.ent_coef)
+        self.coefs = Coefs(
+            self.per_sample(lambda a: a.clip_coef),
+            self.per_sample(lambda a: 1 - a.clip_coef),
+            self.per_sample(lambda a: 1 + a.clip_coef),
+            self.ent_coef,
+            self.per_member(lambda a: a.vf_coef),
+        )
+        self.max_grad_norm = self.per_member(lambda a: a.max_grad_norm)
+        # the rollout's sampling noise, filled in place at every step
+        self.noise = torch.empty((self.rows, self.env.num_actions), device=self.device)
         warn_always, warn = warn, warn_once(warn)  # one compile warning for both steps
         self.compile_mode = self.compile_mode_for(AUTO_COMPILE, recurrent=self.recurrent)
-        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
+        self.train_step = CompiledStep(Trainer.minibatch_step, self, self.compile_mode, warn)
         self.setup_behaviour()
         self.act_policy = CompiledStep(
             call_module, self.behaviour, self.compile_mode, warn, "the network"
         )
         self.deferred = self.compile_in_background(warn_always)
-        self.setup_graph(warn_always)
+        self.setup_graphs(warn_always, self.rollout_streams)
+
+    @property
+    def network(self):
+        return self.policy
+
+    @property
+    def acting(self):
+        return self.behaviour
+
+    def set_coef(self, tensor: torch.Tensor, fn) -> None:
+        """Each member's coefficient ``fn(section)`` into ``tensor``, in place."""
+        value = self.per_member(fn)
+        tensor.copy_(value) if isinstance(value, torch.Tensor) else tensor.fill_(value)
 
     def setup_behaviour(self) -> None:
-        """The policy that acts and the random stream it samples from: the learner's own
+        """The policy that acts and the random streams it samples from: the learner's own
         (``ppo_overlap`` acts with a copy of the weights from before the update)."""
-        self.behaviour, self.rollout_generator = self.policy, self.generator
+        self.behaviour, self.rollout_streams = self.policy, self.generators
+        self.rollout_generator = self.rollout_streams[0]
 
     def make_policy(self):
         env = self.env
@@ -129,23 +187,30 @@ class Trainer(TrainerBase):
             self.chunk = args.max_minibatch_size
         if self.recurrent:
             self.horizon = args.bptt_horizon
-            self.sequences = args.num_steps // self.horizon * self.rows
+            self.sequences = args.num_steps // self.horizon * self.n  # each member's
             self.sequences_per_minibatch = self.sequences // args.num_minibatches
             if self.chunk is not None:
                 self.chunk //= self.horizon
 
+    def state_size(self) -> int | None:
+        return self.policy.state_size if self.recurrent else None
+
     def storage_bytes(self) -> int:
-        """Bytes of one rollout's storage, checked before allocating it."""
-        T, N, env = self.args.num_steps, self.rows, self.env
-        state_size = self.policy.state_size if self.recurrent else 0
-        obs_bytes = env.obs_dtype.itemsize * math.prod(env.obs_shape)
-        return (2 * T + 1) * N * obs_bytes + T * N * 36 + (T + 1) * N * state_size * 4
+        """Bytes of the rollout storage, checked before allocating it."""
+        return rollout.nbytes(self.env, self.args.num_steps, True, self.state_size())
+
+    def storage_name(self) -> str:
+        M = self.num_members
+        return "PPO rollout storage" + (f" ({M} members)" if M > 1 else "")
 
     def new_rollout(self) -> Rollout:
-        """Zeroed storage for one rollout, its env outputs and advantage kernel bound once."""
-        state_size = self.policy.state_size if self.recurrent else None
+        """Zeroed storage for one rollout, the env's outputs and the advantage kernel (each
+        member's ``gamma`` and ``gae_lambda`` on its columns) bound once."""
+        settings = [self.per_column(lambda a: a.gamma), self.per_column(lambda a: a.gae_lambda)]
         backend = self.ctx.device.backend
-        return new_rollout(self.env, self.args, self.rows, state_size, self.device, backend)
+        return rollout.new_rollout(
+            self.env, self.args.num_steps, self.device, backend, settings, True, self.state_size()
+        )
 
     # --------------------------------------------------------------------------- COMPILE
 
@@ -218,18 +283,6 @@ class Trainer(TrainerBase):
 
     # --------------------------------------------------------------------------- ROLLOUT
 
-    def setup_graph(self, warn) -> None:
-        """On cuda (``run.cuda_graph``), the rollout horizon as one CUDA graph
-        (``learners/graphs.py``); where it cannot be captured, one line says why and the
-        rollout runs eagerly."""
-        self.horizon_graph = rollout_graph(
-            self.config, self.device, self.rollout_steps, self.graph_key,
-            [self.rollout_generator], self.env, warn, self.compile_mode,
-        )  # fmt: skip
-        self.update_graph = setup_update_graph(
-            self, self.config, self._train_step, self.update_key, warn
-        )
-
     def graph_key(self, storage: Rollout) -> tuple:
         """What a captured horizon baked in (see ``GraphedCall``): the env's launch values and
         the acting policy's tensors."""
@@ -239,35 +292,27 @@ class Trainer(TrainerBase):
         """What a captured minibatch step baked in (``graphs.update_key``)."""
         return update_key(self.policy, self.optimizer, self.b_obs)
 
-    def learn_minibatch(self, mb: torch.Tensor) -> torch.Tensor:
-        """One optimizer step on minibatch ``mb``; returns the loss stats: a CUDA graph replay
-        where ``setup_graph`` made one."""
-        if self.update_graph is None:
-            return self.train_step(mb)
-        return self.update_graph(mb)
-
     def rollout(self, storage: Rollout | None = None) -> None:
         """``num_steps`` steps of every env into ``storage`` (default: ``self.storage``),
-        acting with ``self.behaviour``: one CUDA graph replay where ``setup_graph`` made one."""
-        s = self.storage if storage is None else storage
-        run_rollout(self.horizon_graph, self.rollout_steps, s, self.timers)
+        acting with ``self.behaviour``: one CUDA graph replay where ``setup_graphs`` made one."""
+        self.run_steps(self.storage if storage is None else storage)
 
     def rollout_steps(self, s: Rollout) -> None:
         """The rollout's steps, launched one by one (what a CUDA graph captures)."""
-        env, args, timers = self.env, self.args, self.timers
+        env, timers = self.env, self.timers
         with torch.inference_mode():
-            for t in range(args.num_steps):
+            for t in range(self.args.num_steps):
                 t0 = time.perf_counter()
                 # float32: a bf16 rollout forward measured ~15% slower end to end on the CPU
                 state = s.states[t] if self.recurrent else None
-                logits, value, state = self.act_policy(s.obs[t], state, s.episode_starts[t])
+                inputs = (s.obs[t], state, s.episode_starts[t])
+                logits, value, state = self.act(self.act_policy, *inputs)
                 if self.recurrent:
                     s.states[t + 1].copy_(state)
-                noise = torch.rand(
-                    logits.shape, generator=self.rollout_generator, device=self.device
-                )
-                gumbel = -torch.log(-torch.log(noise))
-                action = torch.argmax(logits + gumbel, dim=1)  # a sample of softmax(logits)
+                for block, g in zip(self.blocks(self.noise), self.rollout_streams, strict=True):
+                    torch.rand(block.shape, generator=g, device=self.device, out=block)
+                # a sample of softmax(logits): the argmax of the logits plus Gumbel noise
+                action = torch.argmax(logits - torch.log(-torch.log(self.noise)), dim=1)
                 s.logprobs[t] = F.log_softmax(logits, dim=1).gather(1, action[:, None])[:, 0]
                 s.actions[t] = action
                 s.values[t] = value
@@ -275,10 +320,7 @@ class Trainer(TrainerBase):
                 # actions come from an argmax over num_actions logits, so they are in range:
                 # skip the check that would cost a host sync per step on cuda
                 env.step(action, out=s.step_outputs[t], check=False)
-                s.rewards[t] = env.rewards
-                s.terminated[t] = env.terminated
-                s.truncated[t] = env.truncated
-                torch.logical_or(env.terminated, env.truncated, out=s.episode_starts[t + 1])
+                torch.logical_or(s.terminated[t], s.truncated[t], out=s.episode_starts[t + 1])
                 t2 = time.perf_counter()
                 timers.forward += t1 - t0
                 timers.env += t2 - t1
@@ -291,18 +333,16 @@ class Trainer(TrainerBase):
         t0 = time.perf_counter()
         with torch.inference_mode():
             state = s.states[-1] if self.recurrent else None
-            s.last_values.copy_(self.act_policy(s.obs[-1], state, s.episode_starts[-1])[1])
+            inputs = (s.obs[-1], state, s.episode_starts[-1])
+            s.last_values.copy_(self.act(self.act_policy, *inputs)[1])
             s.final_values.zero_()
             rows = s.truncated.nonzero(as_tuple=True)  # once per rollout, usually few rows
-            if rows[0].numel():
+            for k, mine in self.member_groups(rows):
                 # a recurrent policy sees final_obs[t] from the state step t reached, before
                 # the restart the next step applies
-                state = s.states[1:][rows] if self.recurrent else None
-                s.final_values[rows] = self.behaviour.value(s.final_obs[rows], state)
-        stream = 0
-        if self.device.type == "cuda":  # launch on torch's stream, ordered with the learner
-            stream = torch.cuda.current_stream(self.device).cuda_stream
-        s.gae(stream=stream)
+                state = s.states[1:][mine] if self.recurrent else None
+                s.final_values[mine] = self.member_net(k).value(s.final_obs[mine], state)
+        s.compute_returns(self.device)
         self.timers.forward += time.perf_counter() - t0
 
     def collect(self, storage: Rollout) -> None:
@@ -312,9 +352,21 @@ class Trainer(TrainerBase):
 
     # --------------------------------------------------------------------------- UPDATE
 
+    def member_orders(self, count: int, stride: int) -> torch.Tensor:
+        """Each member's permutation of its ``count`` items (transitions, or sequences),
+        drawn from its own stream as its solo run draws it, as flat storage indices: member
+        ``k``'s item ``j`` is ``(j // n) * stride + k * n + j % n``; ``(count,)`` for one
+        member."""
+        dev = self.device
+        orders = torch.stack(
+            [torch.randperm(count, generator=g, device=dev) for g in self.generators]
+        )
+        members = torch.arange(self.num_members, device=dev)[:, None] * self.n
+        return self.member_axis(orders // self.n * stride + members + orders % self.n)
+
     def minibatches(self):
         """Index tensors into the flattened time-major ``(num_steps * rows)`` batch, one per
-        minibatch.
+        minibatch (a population's with the member axis first).
 
         Feed-forward policies draw transitions at random: ``(minibatch_size,)`` indices. A
         recurrent policy draws whole sequences, ``bptt_horizon`` consecutive steps of one row
@@ -322,76 +374,56 @@ class Trainer(TrainerBase):
         loss replays each sequence from the state stored at its first step.
         """
         if not self.recurrent:
-            order = torch.randperm(self.batch_size, generator=self.generator, device=self.device)
+            order = self.member_orders(self.batch_size, self.rows)
             for start in range(0, self.batch_size, self.minibatch_size):
-                yield order[start : start + self.minibatch_size]
+                yield order[..., start : start + self.minibatch_size]
             return
-        order = torch.randperm(self.sequences, generator=self.generator, device=self.device)
-        first = self.minibatch_firsts(order)
+        first = self.member_orders(self.sequences, self.horizon * self.rows)
         steps = torch.arange(self.horizon, device=self.device)[:, None] * self.rows
         per = self.sequences_per_minibatch
         for start in range(0, self.sequences, per):
-            yield steps + first[None, start : start + per]
+            yield steps + first[..., None, start : start + per]
+
+    def minibatch_firsts(self) -> torch.Tensor:
+        """Flat index of the first step of every recurrent sequence, in order: sequence
+        j = (chunk j // rows, row j % rows) starts at chunk * horizon * rows + row."""
+        order = torch.arange(self.sequences, device=self.device)
+        return order // self.rows * (self.horizon * self.rows) + order % self.rows
 
     def evaluate_actions(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The current policy's logits ``(B, num_actions)`` and values ``(B,)`` on minibatch
-        ``mb``, in ``mb.reshape(-1)`` order; recurrent sequences replay from stored states."""
+        """The current policy's logits ``(..., B, num_actions)`` and values ``(..., B)`` on
+        minibatch ``mb``, its samples flattened on the last axis; recurrent sequences replay
+        from stored states."""
         if not self.recurrent:
             logits, values, _ = self.policy(self.b_obs[mb])
             return logits, values
-        initial = self.b_states[mb[0]]  # the state entering each sequence's first step
+        initial = self.b_states[mb.select(self.member_dims, 0)]  # entering each first step
         logits, values = self.policy.unroll(self.b_obs[mb], initial, self.b_starts[mb])
-        return logits.reshape(-1, logits.shape[-1]), values.reshape(-1)
+        lead = mb.shape[: self.member_dims]
+        return logits.reshape(*lead, -1, logits.shape[-1]), values.reshape(*lead, -1)
+
+    def minibatch(self, flat: torch.Tensor, advantages=None) -> Batch:
+        """The loss's samples ``flat`` (``normalised`` advantages, or ``advantages`` given: a
+        chunk's, normalised over its whole minibatch)."""
+        if advantages is None:
+            advantages = self.b_advantages[flat]
+            advantages = normalised(advantages) if self.args.norm_adv else advantages
+        return Batch(
+            self.b_actions[flat],
+            self.b_logprobs[flat],
+            advantages,
+            self.b_returns[flat],
+            self.b_values[flat],
+        )
 
     def loss(self, mb, advantages=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """PPO loss of minibatch ``mb`` (every term a mean over its samples) and its stats
-        ``[pg, v, entropy, approx_kl, clipfrac]``. ``advantages``: the samples' advantages,
-        already normalised (a chunk of a larger minibatch, normalised over the whole of it);
-        None: read and normalised here."""
-        args = self.args
+        """PPO loss of minibatch ``mb`` and its stats (``ppo_loss``)."""
         with self.ctx.autocast():
             logits, new_values = self.evaluate_actions(mb)
-        logits, new_values = logits.float(), new_values.float()
-        mb = mb.reshape(-1)
-        log_probs = F.log_softmax(logits, dim=1)
-        new_logprob = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
-        entropy = -(log_probs.exp() * log_probs).sum(1).mean()
-        mb_adv = self.normalised(self.b_advantages[mb]) if advantages is None else advantages
-        log_ratio, weight = self.policy_ratio(mb, new_logprob)
-        ratio = log_ratio.exp()
-        pg_loss = (
-            weight
-            * torch.max(
-                -mb_adv * ratio, -mb_adv * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
-            )
-        ).mean()
-        b_values, b_returns = self.b_values[mb], self.b_returns[mb]
-        if args.clip_vloss:
-            clipped = b_values + (new_values - b_values).clamp(-args.clip_coef, args.clip_coef)
-            v_loss = (
-                0.5 * torch.max((new_values - b_returns) ** 2, (clipped - b_returns) ** 2).mean()
-            )
-        else:
-            v_loss = 0.5 * ((new_values - b_returns) ** 2).mean()
-        loss = pg_loss - self.ent_coef * entropy + args.vf_coef * v_loss
-        with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean()
-            clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-            stats = torch.stack([pg_loss, v_loss, entropy, approx_kl, clipfrac]).detach()
-        return loss, stats
+        batch = self.minibatch(mb.flatten(self.member_dims), advantages)
+        return ppo_loss(logits, new_values, batch, self.coefs, self.args.clip_vloss)
 
-    def policy_ratio(self, mb, new_logprob) -> tuple[torch.Tensor, torch.Tensor | float]:
-        """The log of the clipped ratio and each sample's weight: against the policy that
-        acted, every sample weighing 1 (``ppo_overlap`` takes it against the proximal policy)."""
-        return new_logprob - self.b_logprobs[mb], 1.0
-
-    def normalised(self, advantages: torch.Tensor) -> torch.Tensor:
-        """A minibatch's advantages, normalised to mean 0 and std 1 where ``ppo.norm_adv``."""
-        if not self.args.norm_adv:
-            return advantages
-        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-    def _train_step(self, mb: torch.Tensor) -> torch.Tensor:
+    def minibatch_step(self, mb: torch.Tensor) -> torch.Tensor:
         """One optimizer step on minibatch ``mb`` (loss, backward, clipping, the step; skipped
         when not finite); returns the loss stats. ``run.compile`` compiles it whole.
 
@@ -403,7 +435,9 @@ class Trainer(TrainerBase):
             loss, stats = self.loss(mb)
             losses = loss
         else:
-            advantages = self.normalised(self.b_advantages[mb])  # shaped like mb
+            advantages = self.b_advantages[mb]
+            if self.args.norm_adv:  # over the whole minibatch, shaped like mb
+                advantages = normalised(advantages.reshape(-1)).reshape(mb.shape)
             chunks = (mb.split(self.chunk, -1), advantages.split(self.chunk, -1))
             parts = list(zip(*chunks, strict=True))
             k = len(parts)
@@ -418,40 +452,35 @@ class Trainer(TrainerBase):
 
             losses = chunk_losses()
         self.ctx.optimizer_step(
-            self.optimizer, losses, self.policy.parameters(), self.args.max_grad_norm
+            self.optimizer, losses, self.policy.parameters(), self.max_grad_norm
         )
         return stats
 
     def prepare_batch(self) -> None:
         """Flat views of the rollout to learn from, ``b_`` prefixes as in CleanRL (no copies)."""
         s = self.storage
-        self.b_obs = s.obs[:-1].reshape(self.batch_size, *self.env.obs_shape)
+        T = self.args.num_steps
+        self.b_obs = s.obs[:-1].reshape(T * self.rows, *self.env.obs_shape)
         self.b_actions = s.actions.reshape(-1)
         self.b_logprobs = s.logprobs.reshape(-1)
         self.b_advantages = s.advantages.reshape(-1)
         self.b_returns = s.returns.reshape(-1)
         self.b_values = s.values.reshape(-1)
         if self.recurrent:
-            self.b_states = s.states[:-1].reshape(self.batch_size, -1)
+            self.b_states = s.states[:-1].reshape(T * self.rows, -1)
             self.b_starts = s.episode_starts[:-1].reshape(-1)
 
-    def minibatch_firsts(self, order: torch.Tensor | None = None) -> torch.Tensor:
-        """Flat index of the first step of recurrent sequences ``order`` (default: all, in
-        order): sequence j = (chunk j // rows, row j % rows) starts at chunk*horizon*rows+row."""
-        if order is None:
-            order = torch.arange(self.sequences, device=self.device)
-        return order // self.rows * (self.horizon * self.rows) + order % self.rows
-
-    def update(self) -> dict:
+    def update(self) -> list[dict]:
+        """Every epoch's minibatch steps; returns each member's mean losses."""
         args = self.args
         t0 = time.perf_counter()
-        frac = 1.0 - self.iteration / self.num_iterations  # of the schedules' values left
         if args.anneal_lr:
-            set_learning_rate(self.optimizer, frac * args.learning_rate)
+            self.set_learning_rates(self.scheduled_learning_rate)
         if args.anneal_ent:
-            self.ent_coef.fill_(frac * args.ent_coef)
+            it, n = self.iteration, self.num_iterations
+            self.set_coef(self.ent_coef, lambda a: annealed(a.ent_coef, it, n))
         self.prepare_batch()
-        totals = torch.zeros(5, device=self.device)  # pg, v, entropy, approx_kl, clipfrac
+        totals = torch.zeros((*self.member_shape, 5), device=self.device)  # LOSS_NAMES
         updates = 0
         for _epoch in range(args.update_epochs):
             for mb in self.minibatches():
@@ -466,80 +495,48 @@ class Trainer(TrainerBase):
                     break
         self.iteration += 1
         self.timers.learn += time.perf_counter() - t0
-        skipped = self.ctx.take_skipped().to(totals.dtype)
-        means = torch.cat([totals / updates, skipped.view(1)]).tolist()  # the one host sync
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "skipped_updates")
-        return {f"losses/{k}": v for k, v in zip(names, means, strict=True)}
+        return self.member_losses(LOSS_NAMES, totals, updates)
 
-    def iterate(self) -> dict:
-        """One rollout, advantage pass and update; returns the update's losses."""
+    def iterate(self) -> list[dict]:
+        """One rollout, advantage pass and update; returns each member's losses."""
         if self.deferred is not None:  # the compiled steps from their fixed iteration on
             self.deferred.at(self.iteration)
         return self.collect_and_update()
 
-    def collect_and_update(self) -> dict:
+    def collect_and_update(self) -> list[dict]:
         self.collect(self.storage)
         losses = self.update()
-        self.global_step += self.steps_per_iteration  # agent steps, all ranks
+        self.global_step += self.steps_per_iteration  # each member's agent steps, all ranks
         self.storage.carry_over(self.storage)  # the next rollout starts where this one ended
         return losses
 
     # --------------------------------------------------------------------------- STATE
 
-    def state_dict(self) -> dict:
-        """Everything needed to continue bit for bit."""
+    def carried(self) -> dict[str, torch.Tensor]:
+        """Where the next rollout starts: its observations, restart flags and, for a
+        recurrent policy, the core's state of every row."""
         s = self.storage
-        state = {
-            **self.base_state(),
-            "model": self.policy.state_dict(),
-            "next_obs": s.obs[0].cpu().clone(),
-            "next_episode_starts": s.episode_starts[0].cpu().clone(),
-        }
-        if self.recurrent:  # the core's state of every row, where the next rollout starts
-            state["next_policy_state"] = s.states[0].cpu().clone()
-        return state
+        carried = {"next_obs": s.obs[0], "next_episode_starts": s.episode_starts[0]}
+        if self.recurrent:
+            carried["next_policy_state"] = s.states[0]
+        return carried
 
-    def load_state_dict(self, state: dict) -> None:
-        self.check_state(state)  # nothing changes on a mismatch
-        s = self.storage
-        saved = state.get("next_policy_state")
-        if self.recurrent and (
-            not isinstance(saved, torch.Tensor) or tuple(saved.shape) != tuple(s.states[0].shape)
-        ):
+    def check_member_state(self, k: int, state: dict) -> None:
+        """The base's checks, a recurrent core's state and the overlap the state was written
+        with."""
+        saved = state.get("next_policy_state") if isinstance(state, dict) else None
+        shape = (self.n, self.policy.state_size) if self.recurrent else None
+        if self.recurrent and (not isinstance(saved, torch.Tensor) or tuple(saved.shape) != shape):
             raise ConfigError(
-                "checkpoint holds no recurrent state of this run's shape "
-                f"{tuple(s.states[0].shape)}; resume it with the [model] it was written with"
+                f"checkpoint holds no recurrent state of this run's shape {shape}; resume it "
+                "with the [model] it was written with"
             )
-        overlapped = "rollout_generator" in state
+        overlapped = isinstance(state, dict) and "rollout_generator" in state
         if overlapped != self.args.overlap:
             raise ConfigError(
                 f"checkpoint was written with ppo.overlap = {overlapped}; resume it with the same"
             )
-        self.check_rollout_state(state)
-        self.load_base_state(state)
-        if self.rates_on_device:  # the loaded rates as the fused Adam reads them on cuda
-            graph_safe_optimizer(self.optimizer, self.device)
-        self.policy.load_state_dict(state["model"])
-        if self.recurrent:
-            s.states[0].copy_(saved)
-        s.obs[0].copy_(state["next_obs"])
-        if "next_episode_starts" in state:
-            s.episode_starts[0].copy_(state["next_episode_starts"])
-
-    def check_rollout_state(self, state: dict) -> None:
-        """The weights and the rollout's starting point a checkpoint holds, against this
-        run's (``fasttrain.savedstate``): one line for the first that does not fit."""
-        s = self.storage
-        savedstate.weights(
-            savedstate.field(state, "model", "network weights"), "model", self.policy
-        )
-        obs = savedstate.field(state, "next_obs", "observations")
-        savedstate.like(obs, "next_obs", s.obs[0], self.env.spec.obs_categories)
-        if "next_episode_starts" in state:
-            starts = state["next_episode_starts"]
-            savedstate.like(starts, "next_episode_starts", s.episode_starts[0])
-        if self.recurrent:
-            savedstate.like(state["next_policy_state"], "next_policy_state", s.states[0])
+        super().check_member_state(k, state)
 
 
 def actor(

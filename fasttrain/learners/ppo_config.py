@@ -11,8 +11,8 @@ from fasttrain.errors import ConfigError
 
 # run.compile = "auto" compiles PPO where it pays (docs/performance.md#torchcompile)
 AUTO_COMPILE = True
-# the settings a population's members may differ in (learners/ppo_population.py): learner
-# scalars that change no buffer, network or kernel
+# the settings a population's members may differ in (learners/population.py): learner scalars
+# that change no buffer, network or kernel
 POPULATION_VARIABLE = (
     "learning_rate",
     "ent_coef",
@@ -159,3 +159,16 @@ def check_model(ppo: PPOConfig, model, where: str = "ppo") -> None:
                 f"of {where}.bptt_horizon = {ppo.bptt_horizon}-step sequences dividing the "
                 f"{per} sequences of a minibatch (model.core = {model.core!r})"
             )
+
+
+def population_problem(config) -> str | None:
+    """None where ``config``'s PPO can train as a population (``learners/population.py``),
+    else why not (one line)."""
+    args = config.learner
+    if args.overlap:
+        return "a population does not overlap its rollouts: ppo.overlap = false"
+    if args.target_kl > 0:
+        return "a population's members stop their epochs together: ppo.target_kl = 0"
+    if 0 < args.max_minibatch_size < args.num_envs * args.num_steps // args.num_minibatches:
+        return "a population's minibatches are whole: ppo.max_minibatch_size = 0"
+    return None

@@ -10,7 +10,8 @@ weighted by proximal over behaviour probability, capped (Hilton et al. 2021, "Ba
 size-invariance for policy optimization"). The rollout and the update draw from their own random
 streams and the swap happens at a fixed point, so results never depend on timing.
 
-``ppo.Trainer(config)`` builds this trainer where ``ppo.overlap`` is set.
+``choose(config)`` (the learner's registration) picks this trainer where ``ppo.overlap`` is
+set.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class OverlapTrainer(Trainer):
         self.next_storage = self.new_rollout()
         seed = distributed.rank_seed(self.config.run.seed, self.ctx.ranks.rank) + 1
         self.rollout_generator = torch.Generator(device=self.device).manual_seed(seed % 2**63)
+        self.rollout_streams = [self.rollout_generator]
 
     def storage_bytes(self) -> int:
         """Two rollouts' storage and, decoupled, the proximal log-probabilities."""
@@ -141,22 +143,22 @@ class OverlapTrainer(Trainer):
                 log_probs = F.log_softmax(logits.float(), dim=1)
                 self.b_prox_logprobs[mb] = log_probs.gather(1, self.b_actions[mb][:, None])[:, 0]
 
-    def policy_ratio(self, mb, new_logprob) -> tuple[torch.Tensor, torch.Tensor | float]:
+    def minibatch(self, flat, advantages=None):
         """Decoupled: the ratio against the proximal policy, each sample weighted by proximal
         over behaviour probability (capped at ``DECOUPLED_WEIGHT_MAX``)."""
+        batch = super().minibatch(flat, advantages)
         if not self.decoupled:
-            return super().policy_ratio(mb, new_logprob)
-        prox = self.b_prox_logprobs[mb]
-        log_ratio = new_logprob - prox
-        weight = (prox - self.b_logprobs[mb]).exp().clamp(max=DECOUPLED_WEIGHT_MAX)
-        return log_ratio, weight
+            return batch
+        prox = self.b_prox_logprobs[flat]
+        weights = (prox - batch.old_logprobs).exp().clamp(max=DECOUPLED_WEIGHT_MAX)
+        return batch._replace(old_logprobs=prox, weights=weights)
 
     # ------------------------------------------------------------------------------- STATE
 
-    def state_dict(self) -> dict:
+    def member_state(self, k: int, env_state: dict | None = None) -> dict:
         """PPO's state, the rollout stream's and the rollout collected but not yet learned
         from."""
-        state = super().state_dict()
+        state = super().member_state(k, env_state)
         state["rollout_generator"] = self.rollout_generator.get_state()
         if self.collected:
             s = self.storage
@@ -165,9 +167,9 @@ class OverlapTrainer(Trainer):
             }
         return state
 
-    def check_rollout_state(self, state: dict) -> None:
+    def check_member_state(self, k: int, state: dict) -> None:
         """PPO's checks, the rollout stream's state and the collected rollout's buffers."""
-        super().check_rollout_state(state)
+        super().check_member_state(k, state)
         stream = state["rollout_generator"]
         savedstate.generator_state(stream, "rollout_generator", self.rollout_generator.device)
         collected = state.get("collected")
@@ -182,8 +184,9 @@ class OverlapTrainer(Trainer):
                 below = self.env.spec.obs_categories
             savedstate.like(value, f"collected.{key}", getattr(self.storage, key), below)
 
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)  # refuses a checkpoint written without overlap
+    def load_members(self, states: list[dict]) -> None:
+        super().load_members(states)  # refuses a checkpoint written without overlap
+        (state,) = states
         self.rollout_generator.set_state(state["rollout_generator"])
         collected = state.get("collected")
         self.collected = collected is not None
@@ -191,4 +194,6 @@ class OverlapTrainer(Trainer):
             getattr(self.storage, key).copy_(value)
 
 
-Trainer.overlapped = OverlapTrainer
+def choose(config) -> type:
+    """PPO's trainer for ``config``: this one where ``ppo.overlap`` is set."""
+    return OverlapTrainer if config.learner.overlap else Trainer

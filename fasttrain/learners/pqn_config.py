@@ -11,8 +11,12 @@ from fasttrain.errors import ConfigError
 
 # run.compile = "auto" leaves PQN eager: compiling measured slower on Breakout and Snake
 AUTO_COMPILE = False
-# the settings a population's members may differ in (learners/pqn_population.py)
-POPULATION_VARIABLE = ("learning_rate", "max_grad_norm", "start_e", "end_e", "exploration_fraction")
+# the settings a population's members may differ in (learners/population.py): the returns
+# kernel reads a discount and a trace decay per column
+POPULATION_VARIABLE = (
+    *("learning_rate", "max_grad_norm", "gamma", "q_lambda"),
+    *("start_e", "end_e", "exploration_fraction"),
+)
 SHORT_NAMES = {"losses/td_loss": "td", "losses/q_values": "q", "charts/epsilon": "eps"}
 
 
@@ -72,3 +76,9 @@ def validate(pqn: PQNConfig, where: str = "pqn") -> None:
     if pqn.learning_rate > 10:  # Adam's first step would overflow float32 long before 1e38
         raise ConfigError(f"{where}.learning_rate must be in (0, 10], got {pqn.learning_rate}")
     check_optimizer(pqn.optimizer, where)
+
+
+def population_problem(config) -> str | None:
+    """None: every PQN config trains as a population (a recurrent core is PPO's alone, which
+    the config refuses)."""
+    return None
