@@ -18,8 +18,9 @@ import click  # noqa: E402
 
 from fasttrain import presets  # noqa: E402
 from fasttrain.errors import ConfigError, one_line  # noqa: E402
-from fasttrain.learners import LEARNERS  # noqa: E402
+from fasttrain.learners import LEARNERS, variable_settings  # noqa: E402
 
+POPULATION_LEARNERS = [name for name, learner in LEARNERS.items() if learner.population]
 SEED = click.IntRange(0, 2**64 - 1)  # every seed fasttrain takes: environments and torch alike
 FPS_RANGE = (0.1, 1000.0)  # GIF frames last 10 ms to 10 s; a terminal shows about as many
 
@@ -120,49 +121,33 @@ def main():
     "--seeds",
     default=None,
     metavar="LIST",
-    help="Train one member (PPO or PQN) per seed side by side in this process, e.g. 0,1,2 or "
-    "0-7: a member directory seed-S per seed (see docs/training.md, Populations).",
+    help=f"Train one member ({' or '.join(name.upper() for name in POPULATION_LEARNERS)}) per "
+    "seed side by side in this process, e.g. 0,1,2 or 0-7: a member directory seed-S per seed "
+    "(see docs/training.md, Populations).",
 )
 @click.option(
     "--vary",
     multiple=True,
     metavar="KEY=V1,V2",
     help="With --seeds: one member per seed and value (a grid over every --vary), e.g. "
-    "--vary ppo.learning_rate=1e-3,3e-4 (ppo: learning_rate, ent_coef, vf_coef, clip_coef, "
-    "max_grad_norm, gamma, gae_lambda; pqn: learning_rate, max_grad_norm, start_e, end_e, "
-    "exploration_fraction).",
+    f"--vary ppo.learning_rate=1e-3,3e-4 ({variable_settings()}).",
 )
-def run(
-    game,
-    algo,
-    steps,
-    num_envs,
-    device,
-    seed,
-    out,
-    resume,
-    config_file,
-    sets,
-    nproc,
-    verbose,
-    seeds,
-    vary,
-):
+def run(**options):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
-    flags = (game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose)
-    if vary and seeds is None:
+    request = RunRequest(**options)
+    if request.vary and request.seeds is None:
         raise click.UsageError("--vary needs --seeds: the members are every seed x value")
-    if nproc > 1:
-        if seeds is not None:
+    if request.nproc > 1:
+        if request.seeds is not None:
             raise click.UsageError("--seeds trains its members in one process; drop --nproc")
-        _torchrun(nproc, *flags)
+        _torchrun(request)
     # until the run's own handlers take over at its first iteration, a signal ends the process
     # at once in one line: start-up writes nothing a run would need (and a KeyboardInterrupt
     # inside an import can surface as another error, with a traceback)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, startup.exit_now) for s in EXIT_CODES} if main_thread else {}
     try:
-        _run(*flags, seeds=seeds, vary=vary)
+        _run(request)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -172,38 +157,54 @@ EXIT_CODES = startup.EXIT_CODES
 RANK_STOPPED = 2  # exit code of a rank other than 0 that stops on rank 0's reported error
 
 
-def _torchrun(
-    nproc, game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose
-):
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """``fasttrain run``'s options, read once: every step of the command takes this object."""
+
+    game: str | None = None
+    algo: str | None = None
+    steps: int | None = None
+    num_envs: int | None = None
+    device: str | None = None
+    seed: int | None = None
+    out: str | None = None
+    resume: str | None = None
+    config_file: str | None = None
+    sets: tuple[str, ...] = ()
+    nproc: int = 1
+    verbose: bool = False
+    seeds: str | None = None
+    vary: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        """The options of ``fasttrain run`` that ask for this (torchrun's ranks rerun it)."""
+        args = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            flag = "--config" if field.name == "config_file" else f"--{field.name}"
+            flag = flag.replace("_", "-")
+            if field.name in ("nproc", "seeds", "vary") or value in (None, (), False):
+                continue
+            if field.name == "sets":
+                args += [arg for item in value for arg in ("--set", item)]
+            else:
+                args += [flag] if value is True else [flag, str(value)]
+        return args
+
+
+def _torchrun(request: RunRequest):
     """Run ``torchrun --standalone --nproc_per_node N -m fasttrain run ...`` in this process;
     a failed rank ends it with one line (torchrun's own report is a traceback) and the first
     failure's exit code (130 / 143 after Ctrl-C / SIGTERM, where the ranks saved)."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise click.UsageError("--nproc starts torchrun itself; under torchrun leave it out")
-    args = []
-    for flag, value in (
-        ("--game", game),
-        ("--algo", algo),
-        ("--steps", steps),
-        ("--num-envs", num_envs),
-        ("--device", device),
-        ("--seed", seed),
-        ("--out", out),
-        ("--resume", resume),
-        ("--config", config_file),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
-    for item in sets:
-        args += ["--set", item]
-    if verbose:
-        args.append("--verbose")
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
 
+    nproc = f"--nproc_per_node={request.nproc}"
     try:
-        torchrun(["--standalone", f"--nproc_per_node={nproc}", "-m", "fasttrain", "run", *args])
+        torchrun(["--standalone", nproc, "-m", "fasttrain", "run", *request.argv()])
     except SignalException as exc:  # torchrun passed the signal on; the ranks saved and said so
         sys.exit(128 + int(exc.sigval))
     except ChildFailedError as exc:
@@ -219,63 +220,46 @@ def _torchrun(
     sys.exit(0)
 
 
-def run_config(game, algo, steps, num_envs, device, seed, config_file, sets, verbose, saved=None):
+def run_config(request: RunRequest, saved: dict | None = None):
     """The config ``fasttrain run`` trains with, from its options (``saved``: the config of
     the checkpoint it resumes, as a dict): checked, nothing run."""
     from fasttrain import config as cfg
 
     layers = [("checkpoint", saved)] if saved is not None else []  # lowest precedence first
-    layers += cfg.user_layers(config_file, sets)
+    layers += cfg.user_layers(request.config_file, request.sets)
     flags: dict = {}
     for section, key, value in (
-        ("run", "algo", algo),
-        ("run", "device", device),
-        ("run", "seed", seed),
-        ("game", "name", game),
-        ("log", "wide", True if verbose else None),
+        ("run", "algo", request.algo),
+        ("run", "device", request.device),
+        ("run", "seed", request.seed),
+        ("game", "name", request.game),
+        ("log", "wide", True if request.verbose else None),
     ):
         if value is not None:
             flags.setdefault(section, {})[key] = value
     # --steps and --num-envs: the chosen learner's, on top of everything, once resolved
-    learner = {k: v for k, v in (("total_timesteps", steps), ("num_envs", num_envs)) if v}
+    sizes = (("total_timesteps", request.steps), ("num_envs", request.num_envs))
+    learner = {k: v for k, v in sizes if v}
     config = cfg.build([*layers, ("command line", flags)])
     cfg.check_sections_apply(config)  # another learner's settings would do nothing
     return config.with_learner("command line", **learner)
 
 
-def _run(
-    game,
-    algo,
-    steps,
-    num_envs,
-    device,
-    seed,
-    out,
-    resume,
-    config_file,
-    sets,
-    verbose,
-    seeds=None,
-    vary=(),
-):
+def _run(request: RunRequest) -> None:
     # torch is imported once the command is known good: a refused one answers at once
     from fasttrain import population_run
     from fasttrain.ranks import RankStopped, launched
 
+    resume = request.resume
     try:
-        if seeds is not None or (resume and population_run.is_population(resume)):
-            _run_population(
-                game, algo, steps, num_envs, device, seed, out, resume, config_file, sets,
-                verbose, seeds, vary,
-            )  # fmt: skip
+        if request.seeds is not None or (resume and population_run.is_population(resume)):
+            _run_population(request)
             return
-        saved = _resumed_config(resume, out) if resume else None
-        config = run_config(
-            game, algo, steps, num_envs, device, seed, config_file, sets, verbose, saved
-        )
+        saved = _resumed_config(resume, request.out) if resume else None
+        config = run_config(request, saved)
         from fasttrain.runner import run as run_training
 
-        run_training(config, out=out, resume=resume)
+        run_training(config, out=request.out, resume=resume)
     except ConfigError as exc:
         if not launched().main:  # rank 0 says it, once for the run
             sys.exit(RANK_STOPPED)
@@ -296,39 +280,38 @@ def _run(
         sys.exit(getattr(exc, "exit_code", 130))
 
 
-def _run_population(
-    game, algo, steps, num_envs, device, seed, out, resume, config_file, sets, verbose, seeds, vary
-):
+def _run_population(request: RunRequest) -> None:
     """``fasttrain run --seeds`` (``fasttrain.population_run``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
     from fasttrain import population_run
-    from fasttrain.runner import run as run_training
 
-    if seed is not None:
+    if request.seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
-    if resume:
-        if seeds is not None or vary:
+    if request.resume:
+        if request.seeds is not None or request.vary:
             raise ConfigError("--resume continues its population's own members; drop --seeds")
-        if out:
+        if request.out:
             raise ConfigError("--resume continues in its own directory; drop --out")
         from fasttrain import checkpoint
 
-        first = population_run.member_dir(resume, population_run.saved_members(resume)[0])
-        saved = checkpoint.config_table(first, checkpoint.load(first))
-        flags = (game, algo, steps, num_envs, device, None, config_file, sets, verbose)
-        config = run_config(*flags, saved)
-        run_training(config, resume=resume, members=None)
+        members = population_run.saved_members(request.resume)
+        first = population_run.member_dir(request.resume, members[0])
+        config = run_config(request, checkpoint.config_table(first, checkpoint.load(first)))
+        from fasttrain.runner import run as run_training
+
+        run_training(config, resume=request.resume)
         return
-    plan = population_run.plan_members(
-        population_run.parse_seeds(seeds), population_run.parse_vary(vary)
-    )
-    flags = (game, algo, steps, num_envs, device, None, config_file, sets, verbose)
-    config = run_config(*flags)
+    seeds = population_run.parse_seeds(request.seeds)
+    plan = population_run.plan_members(seeds, population_run.parse_vary(request.vary))
+    config = run_config(request)
     members = []
     for m in plan:
-        member = (game, algo, steps, num_envs, device, m.seed, config_file, (*sets, *m.sets))
-        members.append(dataclasses.replace(m, config=run_config(*member, verbose)))
-    run_training(config, out=out, members=members)
+        sets = (*request.sets, *m.sets)
+        mine = run_config(dataclasses.replace(request, seed=m.seed, sets=sets))
+        members.append(dataclasses.replace(m, config=mine))
+    from fasttrain.runner import run as run_training
+
+    run_training(config, out=request.out, members=members)
 
 
 def _resumed_config(resume, out) -> dict:

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from fasttrain.config import Config
 from fasttrain.errors import ConfigError
+from fasttrain.learners import MAX_MEMBERS
 from fasttrain.rundir import write_atomic
 
 # torch-free at import (``fasttrain run`` refuses bad input before torch loads)
 
 POPULATION_FILE = "population.json"
-MAX_MEMBERS = 256
 SEEDS_FORM = "comma-separated seeds and ranges, e.g. 0,1,2 or 0-7"
 
 

@@ -238,18 +238,7 @@ def sweep(
     out = Path(out or default_out(spec.base))
     study = open_study(spec, out, optuna)
     distributions = {p.key: p.distribution() for p in spec.params}
-    done = _finished(study, optuna)
-    if s.objective == "time_to_target":
-        goal = f"seconds to a mean {s.target_metric} of {s.target:g}, lower is better"
-    else:
-        goal = f"{s.objective.replace('_', ' ')}, higher is better"
-    budget = f"{s.budget_s:g} s per trial" if s.budget_s else "no time limit"
-    at_once = f" | {population} trials at a time as one population" if population > 1 else ""
-    echo(
-        f"fasttrain sweep: {s.trials} trials of {spec.base.game.name} {spec.base.run.algo}"
-        f"{f' ({done} done)' if done else ''} | {s.objective} ({goal}) | {budget}{at_once} | "
-        f"{out}"
-    )
+    echo(_first_line(spec, _finished(study, optuna), population, out))
     asked: list = []
     try:
         while _finished(study, optuna) < s.trials:
@@ -278,6 +267,22 @@ def sweep(
     if best is not None:
         echo(f"best: trial {best.number} | fasttrain run --config {out / 'best.toml'}")
     return results
+
+
+def _first_line(spec: Sweep, done: int, population: int, out: Path) -> str:
+    """A sweep's first line: its trials, game and learner, objective, budget and folder."""
+    s = spec.settings
+    if s.objective == "time_to_target":
+        goal = f"seconds to a mean {s.target_metric} of {s.target:g}, lower is better"
+    else:
+        goal = f"{s.objective.replace('_', ' ')}, higher is better"
+    budget = f"{s.budget_s:g} s per trial" if s.budget_s else "no time limit"
+    at_once = f" | {population} trials at a time as one population" if population > 1 else ""
+    return (
+        f"fasttrain sweep: {s.trials} trials of {spec.base.game.name} {spec.base.run.algo}"
+        f"{f' ({done} done)' if done else ''} | {s.objective} ({goal}) | {budget}{at_once} | "
+        f"{out}"
+    )
 
 
 def default_out(config: cfg.Config) -> Path:
@@ -409,7 +414,7 @@ def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -
     from fasttrain.population_run import Member
     from fasttrain.runner import run
 
-    FAIL, PRUNED = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED
+    FAIL = optuna.trial.TrialState.FAIL
     folder = out / f"population-{trials[0].number:04d}"
     members, watches, plan = [], [], []  # plan: per trial, its members' indices
     try:
@@ -447,23 +452,25 @@ def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -
             trial.set_user_attr("note", note)
         return [study.tell(t, state=FAIL) for t in trials]
     rows = result["member_rows"]
-    finished = []
-    for trial, mine in zip(trials, plan, strict=True):
-        first = watches[mine[0]]
-        if first.pruned is not None:
-            trial.set_user_attr("note", first.pruned)
-            finished.append(study.tell(trial, state=PRUNED))
-            continue
-        if any(rows[k]["stopped_alone"] for k in mine):
-            trial.set_user_attr("note", "stopped on non-finite updates")
-            finished.append(study.tell(trial, state=FAIL))
-            continue
-        notes = [watches[k].watch.note() for k in mine]
-        values = [watches[k].watch.value() for k in mine]
-        note = notes[0] if len(notes) == 1 else f"median of {len(notes)} seeds; first: {notes[0]}"
-        trial.set_user_attr("note", note)
-        finished.append(study.tell(trial, statistics.median(values)))
-    return finished
+    ended = zip(trials, plan, strict=True)
+    return [_tell(study, trial, mine, watches, rows, optuna) for trial, mine in ended]
+
+
+def _tell(study, trial, mine: list, watches: list, rows: list, optuna):
+    """Tell the study how ``trial`` ended, from its members (``mine``: their indices): pruned,
+    failed where one stopped on non-finite updates, else the median of its seeds' values."""
+    first = watches[mine[0]]
+    if first.pruned is not None:
+        trial.set_user_attr("note", first.pruned)
+        return study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    if any(rows[k]["stopped_alone"] for k in mine):
+        trial.set_user_attr("note", "stopped on non-finite updates")
+        return study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    notes = [watches[k].watch.note() for k in mine]
+    values = [watches[k].watch.value() for k in mine]
+    note = notes[0] if len(notes) == 1 else f"median of {len(notes)} seeds; first: {notes[0]}"
+    trial.set_user_attr("note", note)
+    return study.tell(trial, statistics.median(values))
 
 
 # ------------------------------------------------------------------------------- REPORT

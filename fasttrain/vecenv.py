@@ -12,7 +12,7 @@ import torch
 from fasttrain import games
 from fasttrain.device import resolve_device
 from fasttrain.kernels import KernelEnv, resolve_backend
-from fasttrain.kernels.env import check_seeds
+from fasttrain.kernels.rng import check_seeds
 
 _INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 # outputs bound for ``step(obs_out=...)`` callers, most recent kept; each entry keeps its

@@ -55,7 +55,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 import fasttrain
 from fasttrain.adapters.gym import observation_space
-from fasttrain.kernels.env import check_int, check_seed
+from fasttrain.kernels.rng import check_int, check_seed
 
 IDLE_ACTION = 0  # played by the slot of an agent whose PettingZoo episode has ended
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import faulthandler
 import json
 import os
@@ -137,8 +138,7 @@ def population_cost(game: str, members: int = 8, device: str = "cuda", iteration
     import torch
 
     from fasttrain import config as cfg
-    from fasttrain.learners import LEARNERS
-    from fasttrain.population_run import population_trainer
+    from fasttrain.learners import make_trainer
 
     config = cfg.from_dict(
         {"run": {"device": device}, "game": {"name": game}, "log": {"progress": False}}
@@ -156,10 +156,14 @@ def population_cost(game: str, members: int = 8, device: str = "cuda", iteration
             torch.cuda.synchronize()
         return (time.perf_counter() - start) / iterations
 
-    solo = LEARNERS[config.run.algo].trainer(config, warn=lambda *_: None)
+    solo = make_trainer(config, warn=lambda *_: None)
     solo_s, steps = timed(solo.iterate), solo.steps_per_iteration
     del solo
-    population = population_trainer(config)(config, list(range(members)))
+    seeds = [
+        dataclasses.replace(config, run=dataclasses.replace(config.run, seed=s))
+        for s in range(members)
+    ]
+    population = make_trainer(config, warn=lambda *_: None, members=seeds)
     with BusySampler() as busy:
         population_s = timed(population.iterate)
     return {
@@ -215,13 +219,13 @@ def rollout_cost(game: str, graph: bool, iterations: int = 20) -> dict:
     import torch
 
     from fasttrain import config as cfg
-    from fasttrain.learners import LEARNERS
+    from fasttrain.learners import make_trainer
 
     config = cfg.from_dict(
         {"run": {"device": "cuda", "cuda_graph": graph, "algo": "ppo"}, "game": {"name": game},
          "log": {"progress": False}}
     )  # fmt: skip
-    trainer = LEARNERS["ppo"].trainer(config, warn=lambda *_: None)
+    trainer = make_trainer(config, warn=lambda *_: None)
     for _ in range(3):  # eager warm-up, capture, first replay
         trainer.iterate()
 
@@ -390,6 +394,43 @@ def env_kernel_cost(game: str, steps: int = 32, replays: int = 20) -> dict:
     return out
 
 
+class Figures:
+    """GPU figures as they are measured: ``out`` (nested by keys), the reason of each that
+    failed (``skipped``), and ``save()`` after each, so a lease that ends keeps what was
+    measured."""
+
+    def __init__(self, out: dict, skipped: dict, save=None):
+        self.out, self.skipped, self.save = out, skipped, save
+
+    def put(self, keys: tuple, name: str, fn, *args, **kwargs) -> None:
+        """``fn(*args)`` stored at ``out[keys...]`` (None where it failed, its reason in
+        ``skipped``), then saved; a figure still running after ``HANG_S`` prints every
+        thread's stack (faulthandler), so a hang in a lease says where it is."""
+        start = time.perf_counter()
+        faulthandler.dump_traceback_later(HANG_S, repeat=True)
+        try:
+            value = fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - one figure failing keeps the others
+            self.skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            value = None
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        place = self.out
+        for key in keys[:-1]:
+            place = place.setdefault(key, {})
+        place[keys[-1]] = value
+        seconds = time.perf_counter() - start
+        said = "not measured" if name in self.skipped else "measured"
+        print(f"{said}: {name} ({seconds:.1f} s)", flush=True)
+        if self.save is not None:
+            self.save()
+
+    def both(self, keys: tuple, name: str, fn, *args, **kwargs) -> None:
+        """``put`` with the rollout a CUDA graph and eagerly (``MODES``)."""
+        for mode, graph in MODES.items():
+            self.put((*keys, mode), f"{name} ({mode})", fn, *args, graph=graph, **kwargs)
+
+
 def gpu_goals(
     games: list[str],
     skipped: dict,
@@ -406,64 +447,36 @@ def gpu_goals(
     from fasttrain.bench.measure import bench_compile
 
     out = {} if out is None else out
-
-    def put(keys: tuple, name: str, fn, *args, **kwargs) -> None:
-        """``fn(*args)`` stored at ``out[keys...]`` (None where it failed, its reason in
-        ``skipped``), then saved; a figure still running after ``HANG_S`` prints every
-        thread's stack (faulthandler), so a hang in a lease says where it is."""
-        start = time.perf_counter()
-        faulthandler.dump_traceback_later(HANG_S, repeat=True)
-        try:
-            value = fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - one figure failing keeps the others
-            skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-            value = None
-        finally:
-            faulthandler.cancel_dump_traceback_later()
-        place = out
-        for key in keys[:-1]:
-            place = place.setdefault(key, {})
-        place[keys[-1]] = value
-        seconds = time.perf_counter() - start
-        said = "not measured" if name in skipped else "measured"
-        print(f"{said}: {name} ({seconds:.1f} s)", flush=True)
-        if save is not None:
-            save()
-
-    def both(keys: tuple, name: str, fn, *args, **kwargs) -> None:
-        for mode, graph in MODES.items():
-            put((*keys, mode), f"{name} ({mode})", fn, *args, graph=graph, **kwargs)
-
+    f = Figures(out, skipped, save)
     if "rollout_cost" not in skip:
         for g in (g for g in PPO_PRESETS if g in games):
-            both(("rollout_cost", g), f"rollout cost {g}", rollout_cost, g)
+            f.both(("rollout_cost", g), f"rollout cost {g}", rollout_cost, g)
         for g in ("snake", "minatar-breakout", "cartpole", "minatar-space_invaders"):
-            put(("env_kernel_us", g), f"env kernel {g}", env_kernel_cost, g)
+            f.put(("env_kernel_us", g), f"env kernel {g}", env_kernel_cost, g)
     if "time_to_score" not in skip:
-        both(("time_to_score", "snake"), "time_to_score snake", time_to_score, "snake",
-             budget_s, SNAKE_SCORE)  # fmt: skip
-        both(("time_to_score", "minatar-breakout"), "time_to_score breakout", time_to_score,
-             "minatar-breakout", budget_s, None)  # fmt: skip
+        for g, score in (("snake", SNAKE_SCORE), ("minatar-breakout", None)):
+            name = f"time_to_score {g.removeprefix('minatar-')}"
+            f.both(("time_to_score", g), name, time_to_score, g, budget_s, score)
     if "gpu_busy" not in skip:
-        both(("gpu_busy",), "gpu_busy", gpu_busy_share)
+        f.both(("gpu_busy",), "gpu_busy", gpu_busy_share)
     if "population" not in skip:
         for g in ("snake", "minatar-breakout"):
-            put(("population", g), f"population {g}", population_cost, g, POPULATION_MEMBERS)
+            f.put(("population", g), f"population {g}", population_cost, g, POPULATION_MEMBERS)
     if "ppo_large_batch" not in skip:
         out["ppo_large_batch"] = {"num_envs": LARGE_BATCH_ENVS}
-        both(("ppo_large_batch",), "ppo_large_batch", large_batch_sps)
+        f.both(("ppo_large_batch",), "ppo_large_batch", large_batch_sps)
     if "step_fixed_cost" not in skip:
         for g in games:
-            put(("step_fixed_cost_us", g), f"fixed cost {g}", step_fixed_cost, g)
+            f.put(("step_fixed_cost_us", g), f"fixed cost {g}", step_fixed_cost, g)
     if "env" not in skip:
         for g in games:
-            put(("env", g), f"env {g}", env_rate, g)
+            f.put(("env", g), f"env {g}", env_rate, g)
     if "compile" not in skip:
         with tempfile.TemporaryDirectory() as cache:
             for g in games[:3]:
-                put(("compile", g), f"compile {g}", bench_compile, g, "cuda", cache, 1)
+                f.put(("compile", g), f"compile {g}", bench_compile, g, "cuda", cache, 1)
     if "registers" not in skip:
-        put(("registers",), "registers", registers)
+        f.put(("registers",), "registers", registers)
     return out
 
 

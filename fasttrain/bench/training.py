@@ -8,7 +8,7 @@ import time
 import torch
 
 from fasttrain import config as cfg
-from fasttrain.learners import LEARNERS
+from fasttrain.learners import LEARNERS, make_trainer
 
 
 def benchmark_training(
@@ -43,7 +43,7 @@ def benchmark_training(
         overrides = cfg.merge(overrides, sections)
     config = cfg.build([("bench", overrides)])
     result = measure_training(
-        learner.trainer(config, warn=lambda *_: None), iterations, learner.ceiling
+        make_trainer(config, warn=lambda *_: None), iterations, learner.ceiling
     )
     return {**result, "core": config.model.core}
 

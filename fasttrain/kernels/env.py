@@ -15,7 +15,7 @@ import numpy as np
 
 from .backends import get_backend
 from .build import launcher_args, object_fields, object_types
-from .rng import seed_streams
+from .rng import check_int, check_seeds, population_streams
 from .spec import GameSpec
 from .statecheck import check_state
 
@@ -33,63 +33,6 @@ _OUT_ARGS = (
     *("obs", "obs_flat", "obs_words", "final_obs", "final_obs_flat", "final_obs_words"),
     *("rewards", "terminated", "truncated"),
 )
-
-
-def check_int(value, name: str) -> int:
-    """``value`` as a Python int: any integer, NumPy's included, but not a bool or a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
-def check_seed(seed) -> int:
-    """``seed`` as a Python int in ``[0, 2**64)`` (NumPy integers too); one-line error otherwise."""
-    seed = check_int(seed, "seed")
-    if not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be an int in [0, 2**64), got {seed}")
-    return seed
-
-
-_SEEDS_FORM = "an int in [0, 2**64) or a non-empty sequence of such ints (a population's seeds)"
-
-
-def check_seeds(seed, num_envs: int | None = None) -> int | tuple[int, ...]:
-    """``seed`` checked: one int (see ``check_seed``), or a population's seeds, a non-empty
-    list, tuple, range or 1-D integer array of them, returned as a tuple of Python ints whose
-    length divides ``num_envs`` (when given); one-line error otherwise."""
-    if not isinstance(seed, (list, tuple, range, np.ndarray)):
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be {_SEEDS_FORM}, got {type(seed).__name__} {seed!r}")
-        return check_seed(seed)
-    if isinstance(seed, np.ndarray) and seed.ndim != 1:
-        raise TypeError(f"seed must be {_SEEDS_FORM}, got a {seed.ndim}-D array")
-    if len(seed) == 0:
-        raise ValueError(f"seed must be {_SEEDS_FORM}, got an empty {type(seed).__name__}")
-    seeds = []
-    for k, value in enumerate(seed):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(
-                f"seed[{k}] must be an int in [0, 2**64), got {type(value).__name__} {value!r}"
-            )
-        if not 0 <= value < 2**64:
-            raise ValueError(f"seed[{k}] must be an int in [0, 2**64), got {value}")
-        seeds.append(int(value))
-    if num_envs is not None and num_envs % len(seeds):
-        raise ValueError(
-            f"{len(seeds)} seeds do not divide num_envs = {num_envs}: a population of M seeds "
-            "needs num_envs a multiple of M (num_envs // M environments per seed)"
-        )
-    return tuple(seeds)
-
-
-def population_streams(seed, num_envs: int) -> np.ndarray:
-    """The rng words of ``num_envs`` environments seeded with ``check_seeds``' output: one int
-    seeds them all (``seed_streams``); M seeds give M blocks of ``num_envs // M`` environments,
-    block k seeded exactly as a solo env of that size made with ``seed[k]``."""
-    if isinstance(seed, int):
-        return seed_streams(seed, num_envs)
-    size = num_envs // len(seed)
-    return np.concatenate([seed_streams(s, size) for s in seed])
 
 
 # Arrays with one row per agent (rows = num_envs * num_agents, agent-major within an env); every
@@ -360,26 +303,38 @@ class KernelEnv:
         # of memory; the backend's choice (cuda: obs-minor) unless given; every layout gives
         # the same values, and the buffers a user or learner reads are env-major rows in all
         self.layout = check_layout(self.backend.layout if layout is None else layout)
+        self._allocate()
+        self.launchers = self.backend.compile(spec)
+        # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
+        # default stream, which torch and CuPy also use unless told otherwise); fasttrain.VecEnv
+        # sets it to torch's current stream
+        self.stream = 0
+        self._prepare_launches()
+
+    def _allocate(self) -> None:
+        """Every buffer, in this env's layout, refused in one line where it cannot fit; the
+        streams seeded (an rng word of 0 is xorshift's fixed point: it draws 0 forever)."""
+        spec, params, num_envs = self.spec, self.params, self.num_envs
         need = buffer_nbytes(spec, params, num_envs)
         if self.layout != "env-major":  # the env-minor observations the kernels write
             obs_shape, obs_dtype = buffer_layout(spec, params)["obs"]
             need += self.num_rows * math.prod(obs_shape) * np.dtype(obs_dtype).itemsize
         check_memory(need, f"{num_envs:,} {spec.name} envs", self.xp)
         minor_state = self.layout == "env-minor"
-        self.arrays = allocate(spec, params, self.num_envs, self.xp, minor_state)
+        self.arrays = allocate(spec, params, num_envs, self.xp, minor_state)
         self._stage = None  # (R, *obs_shape), a view of its (*obs_shape, R) memory (.base)
         if self.layout != "env-major":
             obs = self.arrays["obs"]
             self._stage = env_minor_stage(self.xp, obs.shape[0], obs.shape[1:], obs.dtype)
-        # the streams start seeded: an rng word of 0 is xorshift's fixed point (draws 0 forever)
-        self.arrays["rng"][...] = self.xp.asarray(population_streams(self.seed, self.num_envs))
-        self.launchers = self.backend.compile(spec)
-        # cudaStream_t the cuda backend launches on and orders its array work on (0: the legacy
-        # default stream, which torch and CuPy also use unless told otherwise); fasttrain.VecEnv
-        # sets it to torch's current stream
-        self.stream = 0
+        self.arrays["rng"][...] = self.xp.asarray(population_streams(self.seed, num_envs))
+
+    def _prepare_launches(self) -> None:
+        """The step's and the reset's launcher arguments into the env's own buffers, built
+        once, and the launchers compiled here (with a notice on a cold cache), not silently
+        inside the first launches."""
+        spec = self.spec
         self._step_names, self._reset_names = launcher_args(spec)
-        self._values = self._launch_values(params)
+        self._values = self._launch_values(self.params)
         # bumped by set_params: launcher arguments built before it hold the old values
         self.params_version = 0
         self._out_positions = [self._step_names.index(name) for name in _OUT_ARGS]
@@ -396,7 +351,6 @@ class KernelEnv:
         self.reset_args = self.backend.prepare_args(
             self._args(self._reset_names, {"obs": obs, "obs_flat": obs_flat})
         )
-        # compiled here, with a notice on a cold cache, not silently inside the first launches
         self.backend.warm_up(spec, self.launchers, self._step_args, self.reset_args)
 
     def _launch_values(self, params) -> dict:

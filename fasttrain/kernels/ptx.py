@@ -21,11 +21,11 @@ import types
 
 import numpy as np
 
+from . import gae, qlambda
 from .columns import ColumnKernel
 from .cuda import copy_rows_module, kernel_module
 from .device import simulator
 from .env import KernelEnv
-from .gae import GAE, GAE_COLUMNS, example_args
 from .internals import InternalMissing, assign, resolve
 from .spec import GameSpec
 
@@ -172,7 +172,7 @@ def ptxas_info(ptx: str, cc: tuple[int, int] = (9, 0)) -> str:
 
 
 def report(specs, cc: tuple[int, int] = (9, 0), layout: str | None = None) -> list[str]:
-    """One line per kernel of ``specs`` and per learner kernel (GAE, GAE_COLUMNS): PTX size,
+    """One line per kernel of ``specs`` and per learner kernel (GAE, Q(lambda)): PTX size,
     and registers and spill stores where ``ptxas`` is found.
 
     Args:
@@ -188,9 +188,9 @@ def report(specs, cc: tuple[int, int] = (9, 0), layout: str | None = None) -> li
     for spec in specs:
         compiled = compile_ptx(spec, cc=cc, layout=layout)
         kernels += [(spec.name, name, ptx) for name, ptx in compiled.items()]
-    kernels.append(("gae", "column_kernel", compile_column_ptx(GAE, example_args(), cc)))
-    columns = compile_column_ptx(GAE_COLUMNS, example_args(per_column=True), cc)
-    kernels.append(("gae_columns", "column_kernel", columns))
+    for name, module, kernel in (("gae", gae, gae.GAE), ("qlambda", qlambda, qlambda.QLAMBDA)):
+        compiled = compile_column_ptx(kernel, module.example_args(), cc)
+        kernels.append((name, "column_kernel", compiled))
     dtypes = sorted({np.dtype(spec.obs_dtype).name for spec in specs})
     for dtype in dtypes:
         kernels.append((f"rows_{dtype}", "copy_rows", compile_copy_rows_ptx(dtype, cc)))

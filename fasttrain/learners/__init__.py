@@ -21,6 +21,9 @@ from fasttrain.learners import dqn_config, ppo_config, pqn_config
 
 # the fields that may name their object as "module:attribute", imported on first use
 LAZY_FIELDS = ("trainer", "actor", "ceiling", "choose")
+# a learner's trainer made a population's (the width of M members), imported on first use
+POPULATION = "fasttrain.learners.population:members_of"
+MAX_MEMBERS = 256  # members one process trains side by side
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,8 @@ class Learner:
     """``run.compile = "auto"`` may compile this learner (where torch.compile was measured to
     pay: long feed-forward runs of modest width on a CPU, see ``fasttrain.device``)"""
     choose: Callable | str | None = None
-    """``choose(config) -> trainer class`` where a setting picks a variant of ``trainer``
-    (PPO's ``ppo.overlap``); None: ``trainer`` always"""
+    """``choose(config) -> trainer class | None``: the variant of ``trainer`` a setting picks
+    (PPO's ``ppo.overlap``), None for ``trainer`` itself"""
     population: Callable | None = None
     """``population(config) -> str | None``: this learner trains populations (``fasttrain run
     --seeds``), None where ``config`` can, else why not in one line; None: it does not"""
@@ -111,11 +114,11 @@ def make_trainer(config, warn=print, members=None):
     """The trainer of ``config``'s learner (its variant, where ``choose`` picks one); with
     ``members`` (their configs), a population of them (``learners/population.py``)."""
     learner = LEARNERS[config.run.algo]
-    trainer = learner.trainer if learner.choose is None else learner.choose(config)
-    if members is not None:
-        from fasttrain.learners.population import members_of
-
-        trainer = members_of(trainer)
+    variant = learner.choose(config) if learner.choose is not None else None
+    trainer = variant or learner.trainer
+    if members is not None:  # the registry's lazy form: the population side imports it
+        module, _, name = POPULATION.partition(":")
+        trainer = getattr(importlib.import_module(module), name)(trainer)
     return trainer(config, warn=warn, members=members)
 
 

@@ -29,18 +29,15 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from fasttrain import games
 from fasttrain.errors import ConfigError
-from fasttrain.kernels.env import check_seeds
+from fasttrain.kernels.rng import check_seeds
+from fasttrain.learners import LEARNERS, MAX_MEMBERS
 from fasttrain.learners.context import check_memory, one_torch_thread
 from fasttrain.learners.optim import PopulationAdam, adam
-
-MAX_MEMBERS = 256  # what one process trains side by side; --seeds refuses more
 
 
 def population_problem(config) -> str | None:
     """None where ``config`` can train as a population, else why not (one line): what no
     population trains whatever its learner, then what its learner's registration says."""
-    from fasttrain.learners import LEARNERS
-
     algo, learner = config.run.algo, LEARNERS[config.run.algo]
     if learner.population is None:
         able = [name for name, one in LEARNERS.items() if one.population is not None]
@@ -62,8 +59,6 @@ def population_problem(config) -> str | None:
 def variants_problem(config, member_configs) -> str | None:
     """None where every member config differs from ``config`` only in its seed and in the
     settings the learner lets members vary, else the first other difference (one line)."""
-    from fasttrain.learners import LEARNERS
-
     variable = LEARNERS[config.run.algo].variable
 
     def settings(c):
@@ -431,8 +426,11 @@ class Members:
         out = []
         for k in range(self.num_members):
             count = int(sums["count"][k])
+            if not count:  # no episode ended: nothing to report, as VecEnv.stats
+                out.append({})
+                continue
             means = {n: float(sums[n][k]) / count for n in ("return", "length", "score")}
-            out.append({**means, "episodes": count} if count else {})
+            out.append({**means, "episodes": count})
         self.env.stats()  # clears every env's sums
         return out
 

@@ -194,6 +194,6 @@ class OverlapTrainer(Trainer):
             getattr(self.storage, key).copy_(value)
 
 
-def choose(config) -> type:
-    """PPO's trainer for ``config``: this one where ``ppo.overlap`` is set."""
-    return OverlapTrainer if config.learner.overlap else Trainer
+def choose(config) -> type | None:
+    """PPO's variant for ``config``: this trainer where ``ppo.overlap`` is set."""
+    return OverlapTrainer if config.learner.overlap else None

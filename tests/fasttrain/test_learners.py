@@ -342,12 +342,13 @@ def validate_toy(toy: ToyConfig, where: str = "toy") -> None:
 
 
 class ToyTrainer(TrainerBase):
-    """REINFORCE on immediate rewards with an entropy bonus: one SGD step per iteration."""
+    """REINFORCE on immediate rewards with an entropy bonus: one SGD step per iteration. The
+    base writes its checkpoint state (``member_state``: counters, optimizer, env, random
+    streams and ``network``'s weights) and reads it back (``load_members``)."""
 
-    def __init__(self, config, warn=print):
-        self.args = args = config.learner
-        super().__init__(config, args.num_envs)
-        env = self.env
+    def __init__(self, config, warn=print, members=None):
+        super().__init__(config, members)
+        args, env = self.args, self.env
         self.policy = make_policy(
             env.obs_shape, env.obs_dtype, env.num_actions, config.model, self.device
         )
@@ -355,7 +356,13 @@ class ToyTrainer(TrainerBase):
         self.batch_size = args.num_envs * args.num_steps
         self.num_iterations = max(1, args.total_timesteps // self.batch_size)
 
-    def iterate(self) -> dict:
+    @property
+    def network(self):
+        return self.policy
+
+    acting = network
+
+    def iterate(self) -> list[dict]:
         log_probs, rewards, entropies = [], [], []
         for _ in range(self.args.num_steps):
             logits, _, _ = self.policy(self.env.obs.clone())  # step rewrites env.obs in place
@@ -372,15 +379,7 @@ class ToyTrainer(TrainerBase):
             self.optimizer, pg_loss - 0.1 * entropy, self.policy.parameters(), max_grad_norm=1.0
         )
         self.iteration += 1
-        return {"losses/policy_loss": pg_loss.item(), "losses/entropy": entropy.item()}
-
-    def state_dict(self) -> dict:
-        return {**self.base_state(), "model": self.policy.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.check_state(state)
-        self.load_base_state(state)
-        self.policy.load_state_dict(state["model"])
+        return [{"losses/policy_loss": pg_loss.item(), "losses/entropy": entropy.item()}]
 
 
 def toy_actor(config, obs_shape, obs_dtype, num_actions: int, model_state: dict):
@@ -562,19 +561,19 @@ class CriticTrainer(ToyTrainer):
 
     poison = False
 
-    def __init__(self, config, warn=print):
-        super().__init__(config, warn)
+    def __init__(self, config, warn=print, members=None):
+        super().__init__(config, warn, members)
         self.critic = torch.nn.Linear(4, 1)
 
-    def iterate(self) -> dict:
+    def iterate(self) -> list[dict]:
         losses = super().iterate()
         if self.poison:
             with torch.no_grad():
                 self.critic.weight.fill_(float("nan"))
         return losses
 
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict()}
+    def member_state(self, k: int, env_state: dict | None = None) -> dict:
+        return {**super().member_state(k, env_state), "critic": self.critic.state_dict()}
 
 
 CRITIC = Learner(

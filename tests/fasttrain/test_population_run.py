@@ -1,4 +1,5 @@
-"""``fasttrain run --seeds`` (``fasttrain/population_run.py``): a population's run directory,
+"""``fasttrain run --seeds`` (``fasttrain/population_run.py``, trained by the runner's one
+loop): a population's run directory,
 its members' directories as normal runs, its exact resume, a member stopped alone, and one-line
 refusals."""
 
@@ -12,26 +13,27 @@ import torch
 
 from fasttrain import checkpoint
 from fasttrain.errors import ConfigError
-from fasttrain.learners.ppo_population import PopulationTrainer
-from fasttrain.population_run import parse_seeds, plan_members, run_population
+from fasttrain.learners.population import members_of
+from fasttrain.learners.ppo import Trainer
+from fasttrain.population_run import parse_seeds, plan_members
+from fasttrain.runner import run
 from tests.cli import cli_in_process
 from tests.conftest import small_snake
 
-TINY = [
-    "--set", "game.snake.height=6", "--set", "game.snake.width=6",
-    "--set", "game.snake.ppo.num_envs=16", "--set", "game.snake.ppo.num_steps=8",
-    "--set", "model.hidden=16", "--set", "log.progress=false", "--set", "run.compile=off",
-    "--set", "run.amp=off",
-]  # fmt: skip
+SETS = ["game.snake.height=6", "game.snake.width=6", "game.snake.ppo.num_envs=16"]
+SETS += ["game.snake.ppo.num_steps=8", "model.hidden=16", "log.progress=false"]
+SETS += ["run.compile=off", "run.amp=off"]
+TINY = [arg for item in SETS for arg in ("--set", item)]
+PopulationTrainer = members_of(Trainer)  # what `run --seeds` trains with PPO
 
 
 def members(config, seeds):
     """A plain population's members of ``config``, each with its config."""
-    return [
-        dataclasses.replace(m, config=dataclasses.replace(config, run=dataclasses.replace(
-            config.run, seed=m.seed)))
-        for m in plan_members(seeds)
-    ]  # fmt: skip
+    out = []
+    for m in plan_members(seeds):
+        run_section = dataclasses.replace(config.run, seed=m.seed)
+        out.append(dataclasses.replace(m, config=dataclasses.replace(config, run=run_section)))
+    return out
 
 
 def rows(folder):
@@ -80,8 +82,8 @@ def test_a_population_writes_one_normal_run_directory_per_member(tmp_path):
     assert played.returncode == 0, played.stderr
     if importlib.util.find_spec("matplotlib") is not None:  # the plot extra
         png = tmp_path / "members.png"
-        plotted = cli_in_process("plot", str(out / "seed-3"), str(out / "seed-7"), "--out",
-                                 str(png))  # fmt: skip
+        runs = (str(out / "seed-3"), str(out / "seed-7"))
+        plotted = cli_in_process("plot", *runs, "--out", str(png))
         assert plotted.returncode == 0 and "2 runs" in plotted.stdout, plotted.stderr
         assert png.read_bytes().startswith(b"\x89PNG")
     alone = cli_in_process("run", "--resume", str(out / "seed-3"), "--steps", "600")
@@ -115,7 +117,7 @@ def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
     def iterate(self):
         if self.iteration == 2:
             with torch.no_grad():
-                for p in self.population.stacked.parameters():
+                for p in self.network.stacked.parameters():
                     p[1].fill_(float("nan"))
         return real(self)
 
@@ -125,7 +127,7 @@ def test_a_member_that_diverges_stops_alone_and_keeps_its_last_good_checkpoint(
         game={"snake": {"ppo": {"total_timesteps": 1024}}},
     )
     lines = []
-    run_population(config, members(config, (4, 5)), out=tmp_path / "pop", echo=lines.append)
+    run(config, out=tmp_path / "pop", echo=lines.append, members=members(config, (4, 5)))
     assert any("member seed-5 stopped:" in line for line in lines), lines
     kept = checkpoint.load(tmp_path / "pop" / "seed-5")
     assert kept["iteration"] == 2
@@ -160,8 +162,8 @@ def test_a_pqn_population_writes_member_directories_that_resume_as_solo_pqn_runs
 def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go_on(tmp_path):
     """``on_row`` per member (a sweep's trial at its target): member 0 ends at its second row,
     its checkpoint and summary there, marked stopped early; member 1 trains to the end."""
-    config = small_snake(run={"amp": "off"}, game={"snake": {"ppo": {"total_timesteps": 1024}}},
-                         log={"csv_every": 1})  # fmt: skip
+    steps = {"snake": {"ppo": {"total_timesteps": 1024}}}
+    config = small_snake(run={"amp": "off"}, game=steps, log={"csv_every": 1})
     seen, times = [[], []], [[], []]
 
     def watch(k, stop_at):
@@ -173,8 +175,8 @@ def test_a_member_whose_on_row_ends_it_stops_alone_as_finished_and_the_others_go
         return on_row
 
     out = tmp_path / "pop"
-    run_population(config, members(config, (4, 5)), out=out, echo=lambda *a: None,
-                   on_row=[watch(0, 2), watch(1, None)])  # fmt: skip
+    watches = [watch(0, 2), watch(1, None)]
+    run(config, out=out, echo=lambda *a: None, on_row=watches, members=members(config, (4, 5)))
     assert len(seen[0]) == 2 and seen[1][-1] == 1024 and len(seen[1]) > 2
     # one clock for the population: at a boundary every member's row reads the same training
     # seconds, so a budget on them ends every member there
@@ -195,14 +197,14 @@ def test_a_population_whose_every_member_stopped_ends_in_one_error(tmp_path, mon
 
     def iterate(self):
         with torch.no_grad():
-            for p in self.population.stacked.parameters():
+            for p in self.network.stacked.parameters():
                 p.fill_(float("nan"))
         return real(self)
 
     monkeypatch.setattr(PopulationTrainer, "iterate", iterate)
     config = small_snake(run={"amp": "off", "nan_patience": 2})
     with pytest.raises(RunError, match="every member stopped on non-finite updates"):
-        run_population(config, members(config, (0, 1)), out=tmp_path / "pop", echo=print)
+        run(config, out=tmp_path / "pop", echo=print, members=members(config, (0, 1)))
 
 
 @pytest.mark.parametrize(
@@ -223,8 +225,8 @@ def test_bad_population_commands_get_one_line_before_any_work(tmp_path, args, wo
 
 def test_an_occupied_directory_and_a_resume_with_other_seeds_are_refused(tmp_path):
     out = tmp_path / "pop"
-    assert cli_in_process("run", "--seeds", "0-1", "--steps", "200", "--out", str(out),
-                          *TINY).returncode == 0  # fmt: skip
+    made = cli_in_process("run", "--seeds", "0-1", "--steps", "200", "--out", str(out), *TINY)
+    assert made.returncode == 0
     again = cli_in_process("run", "--seeds", "0-1", "--out", str(out), *TINY)
     assert "already holds a run; continue it with --resume" in again.stderr
     other = cli_in_process("run", "--resume", str(out), "--seeds", "2")
@@ -235,16 +237,13 @@ def test_variants_train_one_member_per_seed_and_value_and_resume(tmp_path):
     """--vary makes a grid over the seeds: each member's directory, config and optimizer hold
     its own value; the population resumes with each member's own config."""
     out = tmp_path / "grid"
-    args = ("--seeds", "0-1", "--vary", "ppo.learning_rate=0.01,0.001", *TINY,
-            "--set", "game.snake.ppo.anneal_lr=false")  # fmt: skip
+    args = ("--seeds", "0-1", "--vary", "ppo.learning_rate=0.01,0.001", *TINY)
+    args += ("--set", "game.snake.ppo.anneal_lr=false")
     result = cli_in_process("run", *args, "--steps", "256", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "population of 4 (seeds 0, 1; 2 variants each)" in result.stdout
     names = [m["dir"] for m in json.loads((out / "population.json").read_text())["members"]]
-    assert names == [
-        "seed-0-learning_rate-0.01", "seed-0-learning_rate-0.001",
-        "seed-1-learning_rate-0.01", "seed-1-learning_rate-0.001",
-    ]  # fmt: skip
+    assert names == [f"seed-{s}-learning_rate-{v}" for s in (0, 1) for v in ("0.01", "0.001")]
     for name in names:
         state = checkpoint.load(out / name)
         config = checkpoint.saved_config(out / name, state)
@@ -261,7 +260,7 @@ def test_variants_train_one_member_per_seed_and_value_and_resume(tmp_path):
     "args, words",
     [
         (["--seeds", "0", "--vary", "ppo.num_envs=8,16"], "--vary 'ppo.num_envs=8,16': vary one"),
-        (["--seeds", "0", "--vary", "pqn.q_lambda=0.5,0.6"], "pqn.start_e, pqn.end_e"),
+        (["--seeds", "0", "--vary", "pqn.num_minibatches=2,4"], "pqn.start_e, pqn.end_e"),
         (["--seeds", "0", "--vary", "ppo.learning_rate"], "as KEY=V1,V2"),
         (["--seeds", "0", "--vary", "ppo.ent_coef=0.1,0.1"], "give distinct values"),
         (["--seeds", "0", "--vary", "ppo.ent_coef=x,y"], "ppo.ent_coef must be float"),

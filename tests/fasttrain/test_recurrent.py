@@ -161,25 +161,22 @@ def test_policy_restarts_exactly_at_episode_starts(core):
 
 class ScriptedEnv:
     """Stands in for the trainer's environments: random observations, and terminations and
-    truncations where ``ends`` (a list of ``(terminated, truncated)`` per call) says."""
+    truncations where ``ends`` (a list of ``(terminated, truncated)`` per call) says, written
+    into the rollout slot ``out`` (bound by the real env) as the real env writes them."""
 
     def __init__(self, trainer, ends):
         self.trainer, self.ends, self.calls = trainer, ends, 0
-        rows = trainer.rows
-        self.rewards = torch.ones(rows)
-        self.terminated = torch.zeros(rows, dtype=torch.bool)
-        self.truncated = torch.zeros(rows, dtype=torch.bool)
         self.generator = torch.Generator().manual_seed(1)
 
-    def step(self, actions, out=None, check=True):
-        t = self.calls % self.trainer.args.num_steps
+    def step(self, actions, out, check=True):
         terminated, truncated = self.ends[self.calls]
         self.calls += 1
-        self.terminated.copy_(terminated)
-        self.truncated.copy_(truncated)
-        shape = self.trainer.storage.obs[t + 1].shape
-        self.trainer.storage.obs[t + 1].copy_(torch.randn(shape, generator=self.generator))
-        self.trainer.storage.final_obs[t].copy_(torch.randn(shape, generator=self.generator))
+        out.rewards.fill_(1.0)
+        out.terminated.copy_(terminated)
+        out.truncated.copy_(truncated)
+        shape = out.obs.shape
+        out.obs.copy_(torch.randn(shape, generator=self.generator))
+        out.final_obs.copy_(torch.randn(shape, generator=self.generator))
 
 
 @pytest.mark.parametrize("core", CORES)
@@ -279,7 +276,7 @@ def test_first_minibatch_of_an_update_has_no_kl_and_no_clipping(core):
     """Through the real update: one epoch of one minibatch sees ratio 1 everywhere."""
     trainer = Trainer(cartpole(core, num_minibatches=1, update_epochs=1), warn=lambda *_: None)
     trainer.iterate()
-    losses = trainer.iterate()
+    (losses,) = trainer.iterate()  # a solo trainer's one member
     assert abs(losses["losses/approx_kl"]) <= 1e-7
     assert losses["losses/clipfrac"] == 0.0
 

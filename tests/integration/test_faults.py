@@ -633,7 +633,12 @@ BAD_INPUTS = {
     "num_steps 1e8": (
         ["--set", "ppo.num_steps=100000000", "--set", "ppo.num_envs=1024"],
         1,
-        "PPO rollout storage needs 113,296.5 GiB",  # (2e8 + 1) * 1024 * 576 B + 1e8 * 1024 * 36 B
+        # learners.rollout.nbytes, T = 1e8 steps of N = 1024 rows (snake 12x12: 576 B boards):
+        # obs and final_obs (2T + 1) * N * 576 B, actions T * N * 8 B, six float32 buffers
+        # (rewards, values, final_values, returns, logprobs, advantages) T * N * 24 B, the two
+        # flags T * N * 2 B, episode_starts (T + 1) * N B, last_values N * 4 B:
+        # 121,548,800,594,944 B = 113,201.1 GiB
+        "PPO rollout storage needs 113,201.1 GiB",
     ),
     "hidden 1e9": (
         ["--set", "model.hidden=1000000000"],

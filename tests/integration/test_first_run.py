@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from fasttrain import config as cfg
 from fasttrain import metrics
-from fasttrain.cli import run_config
+from fasttrain.cli import RunRequest, run_config
 from fasttrain.parts import Boundary, TimeLeft
 from fasttrain.runner import run
 from tests.cli import ROOT, header
@@ -116,7 +116,7 @@ def test_a_run_prints_lines_that_fit_and_the_header_unwraps_to_every_setting(tmp
 
 
 def test_verbose_is_log_wide_from_the_command_line():
-    config = run_config("snake", None, None, None, None, None, None, (), True)
+    config = run_config(RunRequest(game="snake", verbose=True))
     assert config.log.wide is True and config.sources["log.wide"] == "command line"
     assert "log.wide=True (command line)" in config.overrides()
-    assert run_config("snake", None, None, None, None, None, None, (), False).log.wide is False
+    assert run_config(RunRequest(game="snake")).log.wide is False

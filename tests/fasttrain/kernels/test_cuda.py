@@ -103,7 +103,7 @@ import sys
 
 import numpy as np
 
-from fasttrain.kernels.gae import GAE, GAE_COLUMNS, gae, gae_env
+from fasttrain.kernels.gae import GAE, columns, gae, gae_env
 
 rng = np.random.default_rng(0)
 T, N = 9, 5
@@ -112,11 +112,12 @@ args = [rng.standard_normal((T, N)).astype(f32), rng.standard_normal((T, N)).ast
         rng.standard_normal(N).astype(f32), rng.standard_normal((T, N)).astype(f32),
         rng.random((T, N)) < 0.2, rng.random((T, N)) < 0.2]
 out = [np.zeros((T, N), f32) for _ in range(4)]
+settings = (columns(0.99, N), columns(0.95, N))
 gae(*args, 0.99, 0.95, out[0], out[1])
-GAE("cuda", *args, 0.99, 0.95, out[2], out[3])
+GAE("cuda", *args, *settings, out[2], out[3])
 assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
 # bound once, launched twice: the second launch reads rewards edited in place
-bound = GAE.bind("cuda", (*args, 0.99, 0.95, out[2], out[3]))
+bound = GAE.bind("cuda", (*args, *settings, out[2], out[3]))
 args[0][...] = rng.standard_normal((T, N)).astype(f32)
 bound(stream=0)
 gae(*args, 0.99, 0.95, out[0], out[1])
@@ -126,7 +127,7 @@ module = sys.modules[GAE.launcher("cuda").py_func.__module__]
 assert module.column_one.fn.__code__ is gae_env.__code__
 # a gamma and lambda per column (a population's members): column i as the reference with its own
 gammas, lambdas = np.linspace(0.5, 0.999, N), np.linspace(0.0, 1.0, N)
-GAE_COLUMNS("cuda", *args, gammas, lambdas, out[2], out[3])
+GAE("cuda", *args, gammas, lambdas, out[2], out[3])
 for i in range(N):
     gae(*args, gammas[i], lambdas[i], out[0], out[1])
     assert np.array_equal(out[0][:, i], out[2][:, i]) and np.array_equal(out[1][:, i], out[3][:, i])

@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from fasttrain.kernels.gae import GAE, GAE_COLUMNS, gae
+from fasttrain.kernels.gae import GAE, columns, gae
+
+
+def per_column(gamma, gae_lambda, n: int) -> tuple:
+    """One gamma and lambda as the kernel reads them: float64 ``(N,)`` each."""
+    return columns(gamma, n), columns(gae_lambda, n)
 
 
 def reference(rewards, values, last_values, final_values, terminated, truncated, gamma, lam):
@@ -50,7 +55,7 @@ def test_gae_matches_reference(backend, T, N, seed):
     case = random_case(T, N, seed)
     adv = np.zeros((T, N), np.float32)
     ret = np.zeros((T, N), np.float32)
-    GAE(backend, *case, 0.97, 0.9, adv, ret)
+    GAE(backend, *case, *per_column(0.97, 0.9, case[0].shape[1]), adv, ret)
     want_adv, want_ret = reference(*case, 0.97, 0.9)
     assert case[4].any() and (case[5].any() or T == 1)
     np.testing.assert_allclose(adv, want_adv, rtol=1e-5, atol=1e-5)
@@ -59,14 +64,14 @@ def test_gae_matches_reference(backend, T, N, seed):
 
 @pytest.mark.parametrize("backend", ["python", "cpu"])
 def test_a_discount_and_trace_decay_per_column_are_each_columns_own(backend):
-    """``GAE_COLUMNS`` (a population's members, each with its gamma and lambda): column i
-    equals the reference with column i's gamma and lambda."""
+    """A gamma and lambda per column (a population's members, each its own): column i equals
+    the reference with column i's gamma and lambda."""
     T, N = 23, 6
     case = random_case(T, N, 5)
     gammas = np.array([0.9, 0.99, 0.5, 0.999, 0.97, 0.0])
     lambdas = np.array([0.95, 0.5, 1.0, 0.0, 0.8, 0.9])
     adv, ret = np.zeros((T, N), np.float32), np.zeros((T, N), np.float32)
-    GAE_COLUMNS(backend, *case, gammas, lambdas, adv, ret)
+    GAE(backend, *case, gammas, lambdas, adv, ret)
     for i in range(N):
         want_adv, want_ret = reference(*case, gammas[i], lambdas[i])
         np.testing.assert_allclose(adv[:, i], want_adv[:, i], rtol=1e-5, atol=1e-5, err_msg=i)
@@ -83,7 +88,8 @@ def test_truncation_bootstraps_from_final_value_and_termination_from_zero():
     last = np.array([4.0], np.float32)
     adv = np.zeros((3, 1), np.float32)
     ret = np.zeros((3, 1), np.float32)
-    GAE("cpu", rewards, values, last, final_values, terminated, truncated, 0.5, 1.0, adv, ret)
+    inputs = (rewards, values, last, final_values, terminated, truncated)
+    GAE("cpu", *inputs, *per_column(0.5, 1.0, 1), adv, ret)
     assert adv[2, 0] == pytest.approx(3.0 + 0.5 * 4.0 - 0.125)
     assert adv[1, 0] == pytest.approx(2.0 - 0.25)  # terminal: no bootstrap, trace cut
     assert adv[0, 0] == pytest.approx(1.0 + 0.5 * 10.0 - 0.5)  # final_obs value, trace cut
@@ -93,7 +99,7 @@ def test_compiled_equals_python_bit_for_bit():
     case = random_case(33, 16, 7)
     out = [np.zeros((33, 16), np.float32) for _ in range(4)]
     gae(*case, 0.99, 0.95, out[0], out[1])
-    GAE.bind("cpu", (*case, 0.99, 0.95, out[2], out[3]))()
+    GAE.bind("cpu", (*case, *per_column(0.99, 0.95, 16), out[2], out[3]))()
     assert np.array_equal(out[0], out[2]) and np.array_equal(out[1], out[3])
 
 
@@ -101,7 +107,7 @@ def test_a_bound_kernel_reads_its_buffers_at_each_launch():
     """``bind`` converts the arguments once; every launch sees what is in the buffers then."""
     case = random_case(12, 5, 3)
     adv, ret = np.zeros((12, 5), np.float32), np.zeros((12, 5), np.float32)
-    bound = GAE.bind("cpu", (*case, 0.99, 0.95, adv, ret))
+    bound = GAE.bind("cpu", (*case, *per_column(0.99, 0.95, 5), adv, ret))
     assert bound.num_columns == 5
     bound()
     first = adv.copy()

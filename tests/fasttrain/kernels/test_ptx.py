@@ -49,13 +49,14 @@ def game_ptx(game: str, cc: tuple[int, int]) -> dict[str, str]:
 
 
 @functools.cache
-def gae_ptx(cc: tuple[int, int], per_column: bool = False) -> str:
-    """``compile_column_ptx`` of the GAE kernel (``per_column``: GAE_COLUMNS) for its example
+def column_ptx(cc: tuple[int, int], name: str = "gae") -> str:
+    """``compile_column_ptx`` of a learner kernel (``gae`` or ``qlambda``) for its example
     arguments, compiled once."""
-    from fasttrain.kernels.gae import GAE, GAE_COLUMNS, example_args
+    from fasttrain.kernels import gae, qlambda
 
-    kernel = GAE_COLUMNS if per_column else GAE
-    return compilers()[1](kernel, example_args(per_column=per_column), cc)
+    module = {"gae": gae, "qlambda": qlambda}[name]
+    kernel = gae.GAE if name == "gae" else qlambda.QLAMBDA
+    return compilers()[1](kernel, module.example_args(), cc)
 
 
 @pytest.mark.parametrize("game", games.names())
@@ -103,9 +104,9 @@ def test_a_game_of_more_params_and_state_arrays_than_a_call_once_took_compiles_t
     assert len(re.findall(r"\bst\.global", ptx[kernel])) >= WIDE
 
 
-@pytest.mark.parametrize("per_column", [False, True])
-def test_gae_kernels_compile_to_ptx(per_column):
-    ptx = gae_ptx((9, 0), per_column)
+@pytest.mark.parametrize("name", ["gae", "qlambda"])
+def test_the_learner_kernels_compile_to_ptx(name):
+    ptx = column_ptx((9, 0), name)
     assert ".target sm_90" in ptx and len(_entries(ptx)) == 1
     assert "column_kernel" in _entries(ptx)[0]
     assert "%ctaid.x" in ptx and "%tid.x" in ptx  # one thread per column
@@ -148,7 +149,7 @@ def test_ptxas_assembles_every_kernel():
 
     if find_ptxas() is None:
         pytest.skip("ptxas not found (pip install nvidia-cuda-nvcc-cu12)")
-    texts = [gae_ptx((9, 0)), gae_ptx((9, 0), True)]
+    texts = [column_ptx((9, 0), "gae"), column_ptx((9, 0), "qlambda")]
     for game in games.names():
         texts += game_ptx(game, (9, 0)).values()
     for text in texts:
@@ -164,14 +165,14 @@ def test_the_report_has_a_line_per_kernel_of_the_games_it_is_given(monkeypatch):
     compilers()
     monkeypatch.setattr(ptx, "compile_ptx", lambda spec, cc, layout: game_ptx(spec.name, cc))
 
-    def column_ptx(kernel, args, cc):
-        return gae_ptx(cc, kernel.name == "gae_columns_env")
+    def compiled(kernel, args, cc):
+        return column_ptx(cc, kernel.name.removesuffix("_env"))
 
-    monkeypatch.setattr(ptx, "compile_column_ptx", column_ptx)
+    monkeypatch.setattr(ptx, "compile_column_ptx", compiled)
     lines = report([games.get("snake")], (8, 0))
     names = [tuple(line.split()[:2]) for line in lines]
-    assert names == [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel"),
-                     ("gae_columns", "column_kernel"), ("rows_uint8", "copy_rows")]  # fmt: skip
+    kernels = [("snake", "step_kernel"), ("snake", "reset_kernel"), ("gae", "column_kernel")]
+    assert names == [*kernels, ("qlambda", "column_kernel"), ("rows_uint8", "copy_rows")]
     assert all("sm_80: PTX" in line for line in lines)
     if find_ptxas() is not None:
         assert all(re.search(r"\d+ registers, \d+ B spill stores$", line) for line in lines)

@@ -5,6 +5,7 @@ returns."""
 import numpy as np
 import pytest
 
+from fasttrain.kernels.gae import columns
 from fasttrain.kernels.qlambda import QLAMBDA, qlambda
 
 
@@ -63,7 +64,8 @@ def random_case(T, N, seed, p_end=0.15):
 
 def run(backend, case, gamma, lam):
     returns = np.zeros(case[0].shape, np.float32)
-    QLAMBDA(backend, *case, gamma, lam, returns)
+    n = case[0].shape[1]
+    QLAMBDA(backend, *case, columns(gamma, n), columns(lam, n), returns)
     return returns
 
 
@@ -143,5 +145,6 @@ def test_compiled_equals_python_bit_for_bit():
     want = np.zeros((33, 16), np.float32)
     qlambda(*case, 0.99, 0.65, want)
     got = np.zeros((33, 16), np.float32)
-    QLAMBDA.bind("cpu", (*case, 0.99, 0.65, got))()
+    n = case[0].shape[1]
+    QLAMBDA.bind("cpu", (*case, columns(0.99, n), columns(0.65, n), got))()
     assert np.array_equal(want, got)

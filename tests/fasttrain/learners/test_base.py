@@ -1,13 +1,13 @@
-"""The run context and trainer base of ``learners/base.py``: the autocast run.amp picks, the
-first log line's precision, and threads sized for the run (one per core, one for small steps,
-networks initialised on one thread)."""
+"""The run context (``learners/context.py``) and the trainer base (``learners/base.py``): the
+autocast run.amp picks, the first log line's precision, and threads sized for the run (one per
+core, one for small steps, networks initialised on one thread)."""
 
 import pytest
 import torch
 
 from fasttrain import config as cfg
 from fasttrain import device as devices
-from fasttrain.learners import LEARNERS, base
+from fasttrain.learners import LEARNERS, base, context
 from fasttrain.learners.ppo import Trainer
 from tests.conftest import small_snake as small
 
@@ -41,7 +41,7 @@ def four_cores(monkeypatch):
     """A machine of four cores to size threads on; the suite's thread counts come back after."""
     import numba
 
-    monkeypatch.setattr(base.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(context.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     threads = torch.get_num_threads(), numba.get_num_threads()
     yield min(4, numba.config.NUMBA_NUM_THREADS)
     torch.set_num_threads(threads[0])
@@ -52,16 +52,16 @@ def test_setup_threads_takes_one_thread_for_small_steps_where_the_config_says_0(
     import numba
 
     auto, two = cfg.RunConfig(), cfg.RunConfig(torch_threads=2, numba_threads=2)
-    below, at = base.SMALL_STEP_WORK - 1, base.SMALL_STEP_WORK
+    below, at = context.SMALL_STEP_WORK - 1, context.SMALL_STEP_WORK
     for settings, work, expected in (
         (auto, at, (4, four_cores)),  # one per core
         (auto, None, (4, four_cores)),  # size unknown yet
         (auto, below, (1, 1)),
         (two, below, (2, min(2, four_cores))),  # a count in the config is kept
     ):
-        base.setup_threads(settings, 1, work)
+        context.setup_threads(settings, 1, work)
         assert (torch.get_num_threads(), numba.get_num_threads()) == expected, (settings, work)
-    base.setup_threads(auto, 2, at)  # two ranks on the machine share its cores
+    context.setup_threads(auto, 2, at)  # two ranks on the machine share its cores
     assert torch.get_num_threads() == 2
 
 
@@ -73,7 +73,7 @@ def test_trainers_size_threads_by_rows_times_weights(monkeypatch, four_cores, ga
     """CartPole's default networks stepping 64 (PPO) or 16 (DQN) rows are small; Snake's 512
     rows of a 576-input network are not."""
     seen = []
-    setup = base.setup_threads
+    setup = base.setup_threads  # the name the trainer base sizes its threads with
     monkeypatch.setattr(base, "setup_threads", lambda *a: seen.append(a) or setup(*a))
     # run.compile = off: the sizing comes before the compile, and Snake's default run of 2M+
     # steps would otherwise compile in a background thread the test then waits for
@@ -82,7 +82,7 @@ def test_trainers_size_threads_by_rows_times_weights(monkeypatch, four_cores, ga
     network = trainer.policy if algo == "ppo" else trainer.q_network
     weights = sum(p.numel() for p in network.parameters() if p.ndim > 1)
     assert seen[-1][2] == trainer.env.num_rows * weights  # the last call sized them
-    assert (seen[-1][2] < base.SMALL_STEP_WORK) is small
+    assert (seen[-1][2] < context.SMALL_STEP_WORK) is small
     assert torch.get_num_threads() == (1 if small else 4)
 
 

@@ -267,7 +267,7 @@ def test_prioritized_trainer_updates_priorities_and_learns():
     )
     before = [p.detach().clone() for p in trainer.q_network.parameters()]
     for _ in range(6):
-        losses = trainer.iterate()
+        (losses,) = trainer.iterate()  # a solo trainer's one member
     assert np.isfinite(losses["losses/td_loss"]) and np.isfinite(losses["losses/q_values"])
     assert any(
         not torch.equal(p, q) for p, q in zip(before, trainer.q_network.parameters(), strict=True)

@@ -1,12 +1,14 @@
 """The rollout horizon as one CUDA graph: graph-safe steps (checked on the CPU path, every
 tier), and on a GPU (marked `gpu`) the replay against the eager rollout bit for bit."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fasttrain import config as cfg
-from fasttrain.learners import graphs
+from fasttrain.learners import graphs, make_trainer
 from fasttrain.learners.ppo import Trainer
 from tests.conftest import small_snake
 from tests.fasttrain.kernels.test_cuda import gpu
@@ -103,21 +105,23 @@ POPULATION_KINDS = ["ppo", "ppo-gru", "pqn"]
 
 
 def small_population(kind: str, seeds=(3, 7), num_envs: int = 16, num_steps=None, **run):
-    """A population of small Snake members: ``ppo`` (feed-forward), ``ppo-gru`` or ``pqn``."""
-    from fasttrain.learners.ppo_population import PopulationTrainer
-    from fasttrain.learners.pqn_population import PQNPopulationTrainer
-
+    """A population of small Snake members, one per seed: ``ppo`` (feed-forward), ``ppo-gru``
+    or ``pqn``."""
     section = {"num_envs": num_envs, **({"num_steps": num_steps} if num_steps else {})}
     if kind == "pqn":
         config = small_snake(run={"algo": "pqn", **run}, game={"snake": {"pqn": section}})
-        return PQNPopulationTrainer(config, seeds, warn=lambda *_: None)
-    core = "gru" if kind == "ppo-gru" else "none"
-    config = small_snake(
-        run=run,
-        model={"core": core, "core_size": 16},
-        game={"snake": {"ppo": {**section, "bptt_horizon": 4}}},
-    )
-    return PopulationTrainer(config, seeds, warn=lambda *_: None)
+    else:
+        core = "gru" if kind == "ppo-gru" else "none"
+        config = small_snake(
+            run=run,
+            model={"core": core, "core_size": 16},
+            game={"snake": {"ppo": {**section, "bptt_horizon": 4}}},
+        )
+    members = [
+        dataclasses.replace(config, run=dataclasses.replace(config.run, seed=seed))
+        for seed in seeds
+    ]
+    return make_trainer(config, warn=lambda *_: None, members=members)
 
 
 @pytest.mark.parametrize("kind", POPULATION_KINDS)
@@ -129,11 +133,8 @@ def test_a_populations_rollout_is_graph_safe_on_the_cpu_path(kind):
     population = small_population(kind)
     if kind == "pqn":
         population.rollout()  # the draws
-        s = population
-        tensors = ("obs", "actions", "values", "rewards", "terminated", "truncated")
-    else:
-        s = population.storage
-        tensors = [name for name, t in vars(s).items() if isinstance(t, torch.Tensor)]
+    s = population.storage
+    tensors = [name for name, t in vars(s).items() if isinstance(t, torch.Tensor)]
     steps = population.args.num_steps
     assert population.horizon_graph is None
     before = {name: getattr(s, name).data_ptr() for name in tensors}
@@ -161,13 +162,15 @@ def test_a_populations_minibatch_step_is_graph_safe_on_the_cpu_path(kind):
         population.compute_returns()
     else:
         population.compute_advantages()
+        population.prepare_batch()
     assert population.update_graph is None
-    order, size = population.orders()
+    first, second = list(population.minibatches())[:2]  # each with the member axis first
+    assert first.shape[0] == population.num_members
     logs = []
     for k in range(3):
         log = OpLog()
         with log:
-            population.minibatch_step(order[..., k % 2 * size : (k % 2 + 1) * size])
+            population.minibatch_step((first, second)[k % 2])
         logs.append(log.ops)
     names = {name for log in logs for name, _ in log}
     assert not names & SYNCING, names & SYNCING
@@ -198,7 +201,7 @@ def test_a_minibatch_step_is_graph_safe_on_the_cpu_path(algo):
         mb = torch.randperm(trainer.batch_size, generator=torch.Generator().manual_seed(k))
         log = OpLog()
         with log:
-            trainer._train_step(mb[:size])
+            trainer.minibatch_step(mb[:size])
         logs.append(log.ops)
     names = {name for log in logs for name, _ in log}
     assert not names & SYNCING, names & SYNCING
@@ -263,8 +266,18 @@ def gpu_trainer(graph: bool, core: str = "none", kind: str = "auto", seed: int =
     return Trainer(config, warn=lambda *_: None)
 
 
-ROLLOUT = ("obs", "actions", "logprobs", "values", "rewards", "terminated",
-           "truncated", "episode_starts", "advantages", "returns")  # fmt: skip
+ROLLOUT = (
+    "obs",
+    "actions",
+    "logprobs",
+    "values",
+    "rewards",
+    "terminated",
+    "truncated",
+    "episode_starts",
+    "advantages",
+    "returns",
+)
 
 
 def assert_same(eager, graphed, where):
@@ -311,7 +324,7 @@ def test_a_non_finite_step_is_skipped_inside_the_update_graph():
         trainer.iterate()
         before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
         trainer.ent_coef.fill_(float("nan"))
-        losses = trainer.iterate()
+        (losses,) = trainer.iterate()  # a solo trainer's one member
         for name, value in trainer.policy.state_dict().items():
             assert torch.equal(value, before[name]), name
         results.append(losses["losses/skipped_updates"])
@@ -382,7 +395,8 @@ def test_pqn_graph_replay_equals_the_eager_rollout_and_update_bit_for_bit():
         eager.iterate()
         graphed.iterate()
         for name in ("obs", "actions", "values", "rewards", "terminated", "truncated", "returns"):
-            assert torch.equal(getattr(eager, name), getattr(graphed, name)), (i, name)
+            a, b = getattr(eager.storage, name), getattr(graphed.storage, name)
+            assert torch.equal(a, b), (i, name)
         weights = graphed.q_network.state_dict()
         for name, value in eager.q_network.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
@@ -417,15 +431,16 @@ def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit(kind):
         graphed.iterate()
         if kind == "pqn":
             names = ("obs", "actions", "values", "rewards", "terminated", "truncated", "returns")
-            pairs = [(getattr(eager, n), getattr(graphed, n), n) for n in names]
         else:
-            pairs = [(getattr(eager.storage, n), getattr(graphed.storage, n), n) for n in ROLLOUT]
-        for a, b, name in pairs:
+            names = ROLLOUT
+        for name in names:
+            a, b = getattr(eager.storage, name), getattr(graphed.storage, name)
             assert torch.equal(a, b), (i, name)
         for a, b in zip(eager.generators, graphed.generators, strict=True):
             assert torch.equal(a.get_state(), b.get_state()), i
-        weights = graphed.population.state_dict()
-        for name, value in eager.population.state_dict().items():
+        # the members' stacked weights (a Population: the policy, or the Q-network)
+        weights = graphed.network.state_dict()
+        for name, value in eager.network.state_dict().items():
             assert torch.equal(value, weights[name]), (i, name)
     assert graphed.horizon_graph.captures == 1
     assert graphed.update_graph.captures == 1  # the minibatch steps replayed: the same weights

@@ -6,14 +6,25 @@ alike), Adam and Muon."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
 from fasttrain import config as cfg
 from fasttrain.device import resolve_device
-from fasttrain.learners.base import RunContext
-from fasttrain.learners.optim import Optimizers, make_optimizer, set_learning_rate
+from fasttrain.errors import ConfigError
+from fasttrain.learners.context import RunContext
+from fasttrain.learners.optim import (
+    Optimizers,
+    PopulationAdam,
+    adam,
+    make_optimizer,
+    optimizer_step,
+    set_learning_rate,
+)
+from fasttrain.learners.population import Population, build_members
 from fasttrain.models import make_policy
 from fasttrain.runner import run
 from tests.conftest import small_snake as small
@@ -149,3 +160,215 @@ def test_muon_trains_cartpole(tmp_path):
     )
     summary = run(config, out=tmp_path / "muon", echo=lambda *_: None)
     assert summary["episodic_return"] >= 400, summary
+
+
+# ------------------------------------------------------------------ A POPULATION'S ADAM
+
+POP_SEEDS = (0, 1, 2)
+POP_LRS = (1e-3, 3e-3, 3e-4)
+POP_EPS = 1e-5  # the solo PPO and PQN runs' (learners.optim.make_optimizer)
+MAX_GRAD_NORM = 6.0  # member 0's gradients are over it, member 2's under, member 1's both
+# float rounding: batched against solo matrix products, and the solo run's fused Adam kernel
+# against these tensor ops, over a few steps (bit equality is not promised)
+TIGHT = {"rtol": 1e-5, "atol": 1e-6}
+SCALES = torch.tensor([4.0, 0.05, 1.0])
+
+
+def snake_observations(step: int, members: int = len(POP_SEEDS)) -> torch.Tensor:
+    """Random 6x6 snake observations ``(M, 6, 4, 6, 6)``, a different batch each step."""
+    gen = torch.Generator().manual_seed(100 + step)
+    return torch.randint(0, 3, (members, 6, 4, 6, 6), generator=gen, dtype=torch.uint8)
+
+
+def member_losses(logits, values, scale):
+    """A policy term and a value term per member (the leading axes are kept)."""
+    return -logits.log_softmax(-1)[..., 0].mean(-1) * scale + ((values - 1.0) ** 2).mean(-1)
+
+
+def step_context(members: int) -> SimpleNamespace:
+    """What ``optimizer_step`` reads of a run's context, for a population of ``members``."""
+    no_ranks = SimpleNamespace(enabled=False)
+    skipped = torch.zeros(members, dtype=torch.int64)
+    cpu = torch.device("cpu")
+    return SimpleNamespace(
+        scaler=None, ranks=no_ranks, device=cpu, masked_steps=False, updates=0, skipped=skipped
+    )
+
+
+class SoloMember:
+    """A member's solo network stepped as ``optimizer_step`` steps a solo run's."""
+
+    def __init__(self, net, lr):
+        self.net = net
+        self.optimizer = adam(net.parameters(), lr, POP_EPS)
+        self.ctx = step_context(1)
+        self.ctx.skipped = torch.zeros((), dtype=torch.int64)
+
+    def step(self, obs, scale, poison=None) -> None:
+        logits, values, _ = self.net(obs)
+        loss = member_losses(logits, values, scale)
+        if poison is not None:
+            loss = poison(self.net.actor.bias, loss)
+        optimizer_step(self.ctx, self.optimizer, loss, self.net.parameters(), MAX_GRAD_NORM)
+
+
+def make_net():
+    """A member's network: a Snake MLP of ``build_members``' seed (it seeds torch first)."""
+    return make_policy((4, 6, 6), np.uint8, 4, cfg.ModelConfig(kind="mlp", hidden=16))
+
+
+def population_setup(lrs=POP_LRS, seeds=POP_SEEDS):
+    population = Population(build_members(make_net, seeds))
+    optimizer = PopulationAdam(population, lrs, eps=POP_EPS)
+    solos = [
+        SoloMember(net, lr) for net, lr in zip(build_members(make_net, seeds), lrs, strict=True)
+    ]
+    return population, optimizer, solos, step_context(len(seeds))
+
+
+def assert_member_is_solo(population, k, solo) -> None:
+    got = population.member_state_dict(k)
+    for name, want in solo.net.state_dict().items():
+        torch.testing.assert_close(got[name], want, **TIGHT, msg=f"member {k}: {name}")
+
+
+def test_each_member_steps_as_its_solo_adam_with_its_own_rate_and_clip():
+    population, optimizer, solos, ctx = population_setup()
+    clipped = set()
+    for step in range(4):
+        obs = snake_observations(step)
+        logits, values, _ = population(obs)
+        losses = member_losses(logits, values, SCALES)
+        optimizer_step(ctx, optimizer, losses, population.parameters(), MAX_GRAD_NORM)
+        grads = {n: p.grad for n, p in population.stacked.named_parameters()}
+        for k, solo in enumerate(solos):
+            solo.step(obs[k], SCALES[k])
+            norm = torch.linalg.vector_norm(
+                torch.stack([p.grad.norm() for p in solo.net.parameters()])
+            )
+            clipped |= {k} if norm >= MAX_GRAD_NORM * (1 - 1e-4) else set()
+            for n, p in solo.net.named_parameters():  # the gradient clipped by its own norm
+                torch.testing.assert_close(grads[n][k], p.grad, **TIGHT)
+            assert_member_is_solo(population, k, solo)
+    assert clipped and clipped != set(range(len(POP_SEEDS)))  # the clip was tested both ways
+    assert optimizer.steps.tolist() == [4.0] * len(POP_SEEDS)
+    assert ctx.skipped.tolist() == [0] * len(POP_SEEDS) and ctx.updates == 4
+
+
+def nan_loss(bias, loss):
+    """``loss`` made NaN."""
+    return loss * float("nan")
+
+
+def nan_gradient(bias, loss):
+    """``loss`` unchanged in value, with a NaN gradient at ``bias[0]`` (sqrt's slope at 0 is
+    infinite)."""
+    return loss + (bias[0] * 0).abs().sqrt()
+
+
+@pytest.mark.parametrize("poison", [nan_loss, nan_gradient])
+def test_a_non_finite_member_is_skipped_alone(poison):
+    population, optimizer, solos, ctx = population_setup()
+    bad = 1
+    for step in range(3):
+        obs = snake_observations(step)
+        poisoned = step in (0, 2)  # on its first step (no state yet) and after one taken
+        logits, values, _ = population(obs)
+        losses = member_losses(logits, values, SCALES)
+        weights = population.member_state_dict(bad)
+        moments = [t[bad].clone() for t in optimizer.exp_avg + optimizer.exp_avg_sq]
+        steps = float(optimizer.steps[bad])
+        if poisoned:  # member `bad`'s loss alone, as its solo run's below
+            bias = population.stacked.get_parameter("actor.bias")[bad]
+            parts = list(losses.unbind())
+            parts[bad] = poison(bias, parts[bad])
+            losses = torch.stack(parts)
+        optimizer_step(ctx, optimizer, losses, population.parameters(), MAX_GRAD_NORM)
+        for k, solo in enumerate(solos):
+            solo.step(obs[k], SCALES[k], poison if poisoned and k == bad else None)
+            assert_member_is_solo(population, k, solo)
+        if poisoned:  # its weights and Adam state exactly as they were
+            for name, tensor in population.member_state_dict(bad).items():
+                assert torch.equal(tensor, weights[name]), name
+            now = [t[bad] for t in optimizer.exp_avg + optimizer.exp_avg_sq]
+            assert all(torch.equal(a, b) for a, b in zip(moments, now, strict=True))
+            assert float(optimizer.steps[bad]) == steps
+    assert optimizer.steps.tolist() == [3.0, 1.0, 3.0]
+    assert ctx.skipped.tolist() == [0, 2, 0]
+    assert int(solos[bad].ctx.skipped) == 2  # the solo run skipped the same two
+
+
+def test_members_get_the_rates_set_and_equal_members_stay_identical():
+    lrs = (1e-3, 3e-4, 1e-3)
+    population, optimizer, _, ctx = population_setup(lrs=lrs, seeds=(4, 5, 4))
+    assert torch.equal(optimizer.lrs, torch.tensor(lrs, dtype=torch.float32))
+    for step in range(3):
+        obs = snake_observations(step)
+        obs[2] = obs[0]  # members 0 and 2: the same seed, rate and data
+        logits, values, _ = population(obs)
+        losses = member_losses(logits, values, 1.0)
+        optimizer_step(ctx, optimizer, losses, population.parameters(), MAX_GRAD_NORM)
+        if step == 1:  # a schedule's step, per member
+            lrs = (5e-4, 1e-4, 5e-4)
+            optimizer.set_learning_rates(lrs)
+    assert torch.equal(optimizer.lrs, torch.tensor(lrs, dtype=torch.float32))
+    first, other, same = (population.member_state_dict(k) for k in range(3))
+    for name in first:
+        assert torch.equal(first[name], same[name]), name
+    assert not torch.equal(first["actor.weight"], other["actor.weight"])
+    for moments in (optimizer.exp_avg, optimizer.exp_avg_sq):
+        assert all(torch.equal(t[0], t[2]) for t in moments)
+
+
+def test_a_members_state_round_trips_through_a_solo_adams_form():
+    """Member k's rate, step count and moments as its solo run's torch Adam state (what its
+    checkpoint holds: a solo Adam loads it and steps on as the member does) and back into
+    another population's member k; a member that took no step yet holds no moments."""
+    population, optimizer, solos, ctx = population_setup()
+    template = adam(build_members(make_net, (0,))[0].parameters(), 1.0, POP_EPS)
+    assert optimizer.member_state(1, template)["state"] == {}
+    logits, values, _ = population(snake_observations(0))
+    optimizer_step(
+        ctx,
+        optimizer,
+        member_losses(logits, values, SCALES),
+        population.parameters(),
+        MAX_GRAD_NORM,
+    )
+    state = optimizer.member_state(1, template)
+    assert state["param_groups"][0]["lr"] == pytest.approx(POP_LRS[1])
+    solo = solos[1]
+    solo.net.load_state_dict(population.member_state_dict(1))
+    solo.optimizer.load_state_dict(state)
+    fresh = Population(build_members(make_net, POP_SEEDS))
+    other = PopulationAdam(fresh, (0.0, 0.0, 0.0), eps=POP_EPS)
+    other.load_member(1, optimizer.member_state(1, template))
+    assert float(other.lrs[1]) == pytest.approx(POP_LRS[1]) and other.steps.tolist() == [0, 1, 0]
+    for mine, theirs in zip(
+        other.exp_avg + other.exp_avg_sq, optimizer.exp_avg + optimizer.exp_avg_sq, strict=True
+    ):
+        assert torch.equal(mine[1], theirs[1]) and not mine[0].any()
+    fresh.load_member(1, population.member_state_dict(1))
+    obs = snake_observations(1)
+    logits, values, _ = fresh(obs)
+    optimizer_step(
+        step_context(3),
+        other,
+        member_losses(logits, values, SCALES),
+        fresh.parameters(),
+        MAX_GRAD_NORM,
+    )
+    solo.step(obs[1], SCALES[1])
+    assert_member_is_solo(fresh, 1, solo)
+    partial = optimizer.member_state(1, template)
+    del partial["state"][0]
+    with pytest.raises(ConfigError, match="moments of some weights only"):
+        other.load_member(1, partial)
+
+
+def test_bad_rates_are_refused_in_one_line():
+    _, optimizer, _, _ = population_setup()
+    with pytest.raises(ValueError, match=r"learning rates need shape \(3,\), one per member"):
+        optimizer.set_learning_rates((1e-3, 1e-3))
+    with pytest.raises(ValueError, match=r"finite and >= 0, got \[0.001, -1, nan\]"):
+        optimizer.set_learning_rates((1e-3, -1.0, float("nan")))

@@ -101,7 +101,7 @@ def test_training_changes_the_policy_and_logs_finite_losses(tmp_path):
     config = tiny(2048)
     trainer = Trainer(config, warn=lambda *_: None)
     before = [p.detach().clone() for p in trainer.policy.parameters()]
-    losses = trainer.iterate()
+    (losses,) = trainer.iterate()  # a solo trainer's one member
     assert all(np.isfinite(v) for v in losses.values())
     assert any(
         not torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters(), strict=True)
@@ -269,7 +269,7 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
 
 def test_amp_bf16_and_compile_fallback(monkeypatch):
     trainer = Trainer(tiny(256, run={"amp": "bf16"}), warn=lambda *_: None)
-    assert all(np.isfinite(v) for v in trainer.iterate().values())
+    assert all(np.isfinite(v) for v in trainer.iterate()[0].values())
 
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler")
@@ -278,7 +278,7 @@ def test_amp_bf16_and_compile_fallback(monkeypatch):
     warnings = []
     trainer = Trainer(tiny(256, run={"compile": "default"}), warn=warnings.append)
     assert len(warnings) == 1 and "running eagerly" in warnings[0]
-    assert all(np.isfinite(v) for v in trainer.iterate().values())
+    assert all(np.isfinite(v) for v in trainer.iterate()[0].values())
     with pytest.raises(cfg.ConfigError, match="bf16"):
         Trainer(tiny(256, run={"amp": "fp16"}))
 
@@ -429,7 +429,7 @@ def recurrent(**ppo):
 
 def trained(config):
     trainer = Trainer(config, warn=lambda *_: None)
-    losses = [trainer.iterate() for _ in range(2)]
+    losses = [trainer.iterate()[0] for _ in range(2)]  # a solo trainer's one member
     return trainer, losses
 
 

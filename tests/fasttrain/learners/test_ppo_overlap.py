@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from fasttrain import checkpoint
 from fasttrain import config as cfg
 from fasttrain.errors import RunError
+from fasttrain.learners import LEARNERS, make_trainer
 from fasttrain.learners.ppo import Trainer
 from fasttrain.learners.ppo_overlap import OverlapTrainer
 from fasttrain.runner import run
@@ -45,9 +46,11 @@ def overlapped(steps: int = 1024, core: str = "none", **ppo) -> cfg.Config:
 
 
 def test_ppo_overlap_builds_the_overlapped_trainer_and_plain_ppo_its_base():
-    trainer = Trainer(overlapped(), warn=lambda *_: None)
+    assert LEARNERS["ppo"].choose(overlapped()) is OverlapTrainer
+    assert LEARNERS["ppo"].choose(overlapped(overlap=False)) is None
+    trainer = make_trainer(overlapped(), warn=lambda *_: None)
     assert type(trainer) is OverlapTrainer and trainer.behaviour is not trainer.policy
-    plain = Trainer(overlapped(overlap=False), warn=lambda *_: None)
+    plain = make_trainer(overlapped(overlap=False), warn=lambda *_: None)
     assert type(plain) is Trainer and plain.behaviour is plain.policy
 
 
@@ -74,7 +77,7 @@ def logprobs_under(policy, storage, horizon: int | None = None) -> torch.Tensor:
 
 @pytest.mark.parametrize("core", ["none", "gru"])
 def test_rollout_k_plus_1_acts_with_the_weights_from_before_update_k(core):
-    trainer = Trainer(overlapped(core=core), warn=lambda *_: None)
+    trainer = OverlapTrainer(overlapped(core=core), warn=lambda *_: None)
     for k in range(3):
         before = copy.deepcopy(trainer.policy)  # the weights before update k
         trainer.iterate()  # update k, and rollout k + 1 collected meanwhile
@@ -169,7 +172,7 @@ def test_resuming_with_another_overlap_setting_is_refused(tmp_path):
 
 @pytest.mark.parametrize("core", ["none", "gru"])
 def test_the_decoupled_ratio_is_taken_against_the_weights_the_update_starts_from(core):
-    trainer = Trainer(overlapped(core=core), warn=lambda *_: None)
+    trainer = OverlapTrainer(overlapped(core=core), warn=lambda *_: None)
     trainer.iterate()  # rollout 0 alone, update 0 while rollout 1 is collected
     start = copy.deepcopy(trainer.policy)  # the weights update 1 starts from
     learned = trainer.storage  # rollout 1, collected with the weights from before update 0
@@ -200,7 +203,7 @@ def test_the_decoupled_ratio_is_taken_against_the_weights_the_update_starts_from
 
 
 def test_without_decoupling_the_ratio_is_taken_against_the_behaviour_policy():
-    trainer = Trainer(overlapped(decoupled=False), warn=lambda *_: None)
+    trainer = OverlapTrainer(overlapped(decoupled=False), warn=lambda *_: None)
     trainer.iterate()
     start = copy.deepcopy(trainer.policy)
     learned = trainer.storage

@@ -80,7 +80,7 @@ def test_epsilon_falls_linearly_over_the_first_tenth_of_iterations_then_stays():
 def test_each_rollout_explores_with_its_iterations_epsilon_and_logs_it():
     trainer = Trainer(tiny(16 * 8 * 20, **pqn_sets(exploration_fraction=0.5)), warn=quiet)
     assert trainer.num_iterations == 20
-    logged = [trainer.iterate()["charts/epsilon"] for _ in range(12)]
+    logged = [trainer.iterate()[0]["charts/epsilon"] for _ in range(12)]
     want = [epsilon_at(trainer.args, k, 20) for k in range(12)]
     assert logged == pytest.approx(want) and logged[0] == 1.0 and logged[-1] == 0.05
 
@@ -90,16 +90,17 @@ def test_actions_are_greedy_except_where_the_draws_explore(epsilon):
     config = tiny(10**5, **pqn_sets(start_e=epsilon, end_e=epsilon, num_envs=256))
     trainer = Trainer(config, warn=quiet)
     trainer.rollout()
+    s = trainer.storage
     with torch.inference_mode():
-        q = trainer.q_network(trainer.obs[:-1].flatten(0, 1)).view(8, 256, -1)
-    torch.testing.assert_close(trainer.values, q.max(dim=2).values)  # the greedy values
+        q = trainer.q_network(s.obs[:-1].flatten(0, 1)).view(8, 256, -1)
+    torch.testing.assert_close(s.values, q.max(dim=2).values)  # the greedy values
     greedy = q.argmax(dim=2)
     explored = trainer.explore
-    assert torch.equal(trainer.actions[~explored], greedy[~explored])
-    assert torch.equal(trainer.actions[explored], trainer.random_actions[explored])
+    assert torch.equal(s.actions[~explored], greedy[~explored])
+    assert torch.equal(s.actions[explored], trainer.random_actions[explored])
     assert explored.float().mean().item() == pytest.approx(epsilon, abs=0.03)
     if epsilon == 1.0:  # uniform over every action
-        counts = torch.bincount(trainer.actions.view(-1), minlength=4).float() / (8 * 256)
+        counts = torch.bincount(s.actions.view(-1), minlength=4).float() / (8 * 256)
         assert torch.allclose(counts, torch.full((4,), 0.25), atol=0.03)
 
 
@@ -111,20 +112,21 @@ def test_returns_are_q_lambda_of_the_rollout_with_truncation_from_final_obs():
     trainer = Trainer(config, warn=quiet)
     trainer.rollout()
     trainer.compute_returns()
-    rows = trainer.truncated.nonzero(as_tuple=True)
-    assert rows[0].numel() > 0 and trainer.terminated.any()
+    s = trainer.storage
+    rows = s.truncated.nonzero(as_tuple=True)
+    assert rows[0].numel() > 0 and s.terminated.any()
     with torch.inference_mode():
-        want_final = trainer.q_network(trainer.final_obs[rows]).max(dim=1).values
-        want_last = trainer.q_network(trainer.obs[-1]).max(dim=1).values
-    torch.testing.assert_close(trainer.final_values[rows], want_final)
-    torch.testing.assert_close(trainer.last_values, want_last)
+        want_final = trainer.q_network(s.final_obs[rows]).max(dim=1).values
+        want_last = trainer.q_network(s.obs[-1]).max(dim=1).values
+    torch.testing.assert_close(s.final_values[rows], want_final)
+    torch.testing.assert_close(s.last_values, want_last)
     # the final observation is the board before the reset, not the next episode's first
-    assert not torch.equal(trainer.final_obs[rows], trainer.obs[1:][rows])
+    assert not torch.equal(s.final_obs[rows], s.obs[1:][rows])
     want = np.zeros((8, 16), np.float32)
-    inputs = (trainer.rewards, trainer.values, trainer.last_values, trainer.final_values)
-    flags = (trainer.terminated, trainer.truncated)
+    inputs = (s.rewards, s.values, s.last_values, s.final_values)
+    flags = (s.terminated, s.truncated)
     qlambda(*(x.numpy() for x in (*inputs, *flags)), 0.99, 0.65, want)
-    assert np.array_equal(trainer.returns.numpy(), want)
+    assert np.array_equal(s.returns.numpy(), want)
 
 
 # ------------------------------------------------------------------------------- runs
@@ -213,14 +215,14 @@ def test_the_q_network_has_layer_norm_unless_turned_off():
     assert len(norms) == 2  # after each of the two hidden layers
     plain = Trainer(tiny(10**4, **pqn_sets(layer_norm=False)), warn=quiet)
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in plain.q_network.modules())
-    assert all(np.isfinite(v) for v in plain.iterate().values())
+    assert all(np.isfinite(v) for v in plain.iterate()[0].values())
 
 
 def test_bf16_update_and_compile_fallback(monkeypatch):
     trainer = Trainer(tiny(10**4, run={"amp": "bf16"}), warn=quiet)
     assert trainer.precision == "bf16" and "bf16 update" in trainer.describe()
     before = [p.detach().clone() for p in trainer.q_network.parameters()]
-    assert all(np.isfinite(v) for v in trainer.iterate().values())
+    assert all(np.isfinite(v) for v in trainer.iterate()[0].values())
     assert any(
         not torch.equal(a, b) for a, b in zip(before, trainer.q_network.parameters(), strict=True)
     )
@@ -232,16 +234,16 @@ def test_bf16_update_and_compile_fallback(monkeypatch):
     warnings = []
     trainer = Trainer(tiny(10**4, run={"compile": "default"}), warn=warnings.append)
     assert len(warnings) == 1 and "running eagerly" in warnings[0]
-    assert all(np.isfinite(v) for v in trainer.iterate().values())
+    assert all(np.isfinite(v) for v in trainer.iterate()[0].values())
 
 
 def test_a_non_finite_update_is_skipped_and_counted():
     trainer = Trainer(tiny(10**4), warn=quiet)
     trainer.rollout()
     trainer.compute_returns()
-    trainer.returns[0, 0] = float("nan")  # one poisoned target poisons every minibatch it is in
+    trainer.storage.returns[0, 0] = float("nan")  # poisons every minibatch it is in
     before = [p.detach().clone() for p in trainer.q_network.parameters()]
-    losses = trainer.update()
+    (losses,) = trainer.update()  # a solo trainer's one member
     assert losses["losses/skipped_updates"] == 2  # one minibatch holds it in each of 2 epochs
     after = list(trainer.q_network.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))  # the others
@@ -258,9 +260,9 @@ def test_agents_are_rows_in_a_multi_agent_game():
         )
     )
     trainer = Trainer(config, warn=quiet)
-    assert trainer.rows == 12 and trainer.actions.shape == (8, 12)
+    assert trainer.rows == 12 and trainer.storage.actions.shape == (8, 12)
     assert "4 envs x 3 agents" in trainer.describe()
-    losses = trainer.iterate()
+    (losses,) = trainer.iterate()  # a solo trainer's one member
     assert trainer.global_step == 8 * 12 and np.isfinite(losses["losses/td_loss"])
 
 

@@ -168,7 +168,7 @@ def parse(args: list[str]) -> None:
     (click), and for ``run`` and ``sweep`` the config they would use."""
     import click
 
-    from fasttrain.cli import main, run_config
+    from fasttrain.cli import RunRequest, main, run_config
 
     command, rest = main, list(args)
     while isinstance(command, click.Group):
@@ -178,8 +178,7 @@ def parse(args: list[str]) -> None:
     ctx = command.make_context(name, rest)
     p = ctx.params
     if name == "run" and not p["resume"]:
-        keys = ("game", "algo", "steps", "num_envs", "device", "seed", "config_file", "sets")
-        run_config(*(p[k] for k in keys), p["verbose"])
+        run_config(RunRequest(**p))
     if name == "sweep":
         from fasttrain import config as cfg
         from fasttrain import sweepfile
