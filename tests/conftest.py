@@ -195,3 +195,17 @@ def parallel_threads():
     numba.set_num_threads(2)
     yield 2
     numba.set_num_threads(previous)
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    """A machine of four cores to size threads on; the suite's thread counts come back after."""
+    import numba
+
+    from fasttrain.learners import context
+
+    monkeypatch.setattr(context.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    threads = torch.get_num_threads(), numba.get_num_threads()
+    yield min(4, numba.config.NUMBA_NUM_THREADS)
+    torch.set_num_threads(threads[0])
+    numba.set_num_threads(threads[1])

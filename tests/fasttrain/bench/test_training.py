@@ -75,7 +75,7 @@ def built(monkeypatch):
     learner's trainer returns the config; measure_training returns what it was given."""
     configs = []
 
-    def trainer(config, warn):
+    def trainer(config, warn, members=None):
         configs.append(config)
         return config
 
