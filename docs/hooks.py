@@ -43,7 +43,7 @@ def on_page_markdown(markdown, page, config, files):
 
 def fields_table(cls, prefix: str) -> list[str]:
     """A Markdown table of a dataclass's fields: ``prefix.name``, default and docstring."""
-    from fasttrain.configfile import field_docs
+    from fasttrain.config.file import field_docs
 
     docs, defaults = field_docs(cls), cls()
     lines = ["| key | default | meaning |", "| --- | --- | --- |"]
@@ -56,7 +56,7 @@ def fields_table(cls, prefix: str) -> list[str]:
 
 def config_table(section: str) -> str:
     """The table of config section ``section`` (``[run]``, ``[model]``, ``[ppo]`` ...)."""
-    from fasttrain.config import SECTIONS
+    from fasttrain.config.resolve import SECTIONS
 
     if section not in SECTIONS:
         raise PluginError(

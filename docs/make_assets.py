@@ -62,8 +62,8 @@ def agents_gif(runs: dict, out: Path, steps: int = 200, fps: float = 15, side: i
     import numpy as np
 
     import fasttrain
-    from fasttrain.checkpoint import load_agent
     from fasttrain.media import replay_frames, write_gif
+    from fasttrain.run.checkpoint import load_agent
 
     columns = []
     for game in README_GAMES:

@@ -15,9 +15,9 @@ import sys
 import tempfile
 
 import fasttrain
-from fasttrain import config as cfg
-from fasttrain.checkpoint import load_agent
-from fasttrain.runner import run
+from fasttrain.config import resolve as cfg
+from fasttrain.run.checkpoint import load_agent
+from fasttrain.run.runner import run
 
 
 def budget() -> int:
@@ -28,7 +28,7 @@ def budget() -> int:
 
 # 1. Configuration. Any key of config.toml can be set here, exactly as with `--set` on the
 #    command line; what you set beats Snake's tuned learner settings
-#    (fasttrain/presets/snake.toml), which beat the built-in defaults. A small 8x8 board
+#    (fasttrain/config/presets/snake.toml), which beat the built-in defaults. A small 8x8 board
 #    learns quickly.
 steps = budget()
 config = cfg.load(

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 import fasttrain
-from fasttrain.config import load
+from fasttrain.config.resolve import load
 from fasttrain.kernels import Field, GameSpec, assert_backends_agree, cuda_available, rand_int
-from fasttrain.runner import run
+from fasttrain.run.runner import run
 
 # --------------------------------------------------------------------------- the game: Catch
 #

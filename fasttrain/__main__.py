@@ -1,7 +1,7 @@
 """``python -m fasttrain`` and the ``fasttrain`` console script: the ``fasttrain`` command (what
 torchrun starts: ``torchrun --nproc_per_node N -m fasttrain run ...``)."""
 
-from fasttrain import startup
+from fasttrain.run import startup
 
 
 def main():

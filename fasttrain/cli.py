@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fasttrain import startup
+from fasttrain.run import startup
 
 if __name__ == "__main__":  # `python -m fasttrain.cli`: one line, not a traceback, on a Ctrl-C
     startup.take()  # while click and fasttrain.bench import below
@@ -16,7 +16,7 @@ import threading  # noqa: E402
 
 import click  # noqa: E402
 
-from fasttrain import presets  # noqa: E402
+from fasttrain.config import presets  # noqa: E402
 from fasttrain.errors import ConfigError, one_line  # noqa: E402
 from fasttrain.learners import LEARNERS, variable_settings  # noqa: E402
 
@@ -223,7 +223,7 @@ def _torchrun(request: RunRequest):
 def run_config(request: RunRequest, saved: dict | None = None):
     """The config ``fasttrain run`` trains with, from its options (``saved``: the config of
     the checkpoint it resumes, as a dict): checked, nothing run."""
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
 
     layers = [("checkpoint", saved)] if saved is not None else []  # lowest precedence first
     layers += cfg.user_layers(request.config_file, request.sets)
@@ -247,8 +247,8 @@ def run_config(request: RunRequest, saved: dict | None = None):
 
 def _run(request: RunRequest) -> None:
     # torch is imported once the command is known good: a refused one answers at once
-    from fasttrain import population_run
-    from fasttrain.ranks import RankStopped, launched
+    from fasttrain.learners.ranks import RankStopped, launched
+    from fasttrain.run import population as population_run
 
     resume = request.resume
     try:
@@ -257,7 +257,7 @@ def _run(request: RunRequest) -> None:
             return
         saved = _resumed_config(resume, request.out) if resume else None
         config = run_config(request, saved)
-        from fasttrain.runner import run as run_training
+        from fasttrain.run.runner import run as run_training
 
         run_training(config, out=request.out, resume=resume)
     except ConfigError as exc:
@@ -281,9 +281,9 @@ def _run(request: RunRequest) -> None:
 
 
 def _run_population(request: RunRequest) -> None:
-    """``fasttrain run --seeds`` (``fasttrain.population_run``), or ``--resume`` of a
+    """``fasttrain run --seeds`` (``fasttrain.run.population``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
-    from fasttrain import population_run
+    from fasttrain.run import population as population_run
 
     if request.seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
@@ -292,12 +292,12 @@ def _run_population(request: RunRequest) -> None:
             raise ConfigError("--resume continues its population's own members; drop --seeds")
         if request.out:
             raise ConfigError("--resume continues in its own directory; drop --out")
-        from fasttrain import checkpoint
+        from fasttrain.run import checkpoint
 
         members = population_run.saved_members(request.resume)
         first = population_run.member_dir(request.resume, members[0])
         config = run_config(request, checkpoint.config_table(first, checkpoint.load(first)))
-        from fasttrain.runner import run as run_training
+        from fasttrain.run.runner import run as run_training
 
         run_training(config, resume=request.resume)
         return
@@ -309,7 +309,7 @@ def _run_population(request: RunRequest) -> None:
         sets = (*request.sets, *m.sets)
         mine = run_config(dataclasses.replace(request, seed=m.seed, sets=sets))
         members.append(dataclasses.replace(m, config=mine))
-    from fasttrain.runner import run as run_training
+    from fasttrain.run.runner import run as run_training
 
     run_training(config, out=request.out, members=members)
 
@@ -319,9 +319,9 @@ def _resumed_config(resume, out) -> dict:
     before its files are read (rank 0 owns the directory)."""
     from pathlib import Path
 
-    from fasttrain import checkpoint
-    from fasttrain.ranks import launched
-    from fasttrain.rundir import RunLock
+    from fasttrain.learners.ranks import launched
+    from fasttrain.run import checkpoint
+    from fasttrain.run.rundir import RunLock
 
     if Path(resume).is_dir() and launched().main:
         lock = RunLock(Path(resume))
@@ -412,7 +412,7 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     from fasttrain import media
 
     if gif is not None:
-        from fasttrain.rundir import check_output_file
+        from fasttrain.run.rundir import check_output_file
 
         if registry.get(game).render_rgb is None:
             drawn = [n for n in registry.names() if registry.get(n).render_rgb is not None]
@@ -427,7 +427,7 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
     game_params = {}
     repeat = 1
     if checkpoint:
-        from fasttrain.checkpoint import load, load_agent, saved_config
+        from fasttrain.run.checkpoint import load, load_agent, saved_config
 
         act, game_params = load_agent(checkpoint, game)
         repeat = saved_config(checkpoint, load(checkpoint)).run.action_repeat
@@ -447,8 +447,8 @@ def play(game, policy, checkpoint, steps, fps, seed, gif):
 def run_game(checkpoint) -> str:
     """The game of the run a checkpoint belongs to: its run directory's config.toml, else the
     checkpoint's own config (a checkpoint copied into another run's folder is refused later)."""
-    from fasttrain import config as cfg
-    from fasttrain.checkpoint import checkpoint_path, load, saved_config
+    from fasttrain.config import resolve as cfg
+    from fasttrain.run.checkpoint import checkpoint_path, load, saved_config
 
     written = checkpoint_path(checkpoint).parent / "config.toml"
     if written.is_file():
@@ -519,7 +519,7 @@ def eval_command(
             f"unknown game {game!r}; valid: {', '.join(registry.names())}", param_hint="--game"
         )
     if json_file:
-        from fasttrain.rundir import check_output_file
+        from fasttrain.run.rundir import check_output_file
 
         check_output_file(json_file)  # before the episodes are played
     try:
@@ -532,8 +532,7 @@ def eval_command(
     for line in evaluation.report():
         click.echo(line)
     if json_file:
-        from fasttrain.rundir import write_atomic
-        from fasttrain.runner import json_safe
+        from fasttrain.run.rundir import json_safe, write_atomic
 
         rows = [json_safe(r.as_dict()) for r in evaluation.results]
         payload = {"game": evaluation.game, "params": evaluation.params, "results": rows}
@@ -581,12 +580,12 @@ def eval_command(
 )
 def sweep_command(config_file, out, trials, sets, seed, population):
     """Search hyperparameters with Optuna; every trial is a run directory in --out."""
-    from fasttrain import config as cfg
     from fasttrain import sweep, sweepfile
+    from fasttrain.config import resolve as cfg
 
     try:
         sweep.require_optuna()  # first: without it nothing else matters
-        from fasttrain.runner import RunInterrupted
+        from fasttrain.run.runner import RunInterrupted
 
         def terminate(signum, frame):  # between trials too: write the table, exit 143
             raise RunInterrupted(signum)
@@ -640,7 +639,7 @@ def checkpoint_group():
 def inspect_command(path):
     """Print what a checkpoint (or a run directory's) holds: format, game, learner, model,
     steps and networks. Nothing in it runs, and no weights are loaded into a network."""
-    from fasttrain.checkpoint import describe
+    from fasttrain.run.checkpoint import describe
 
     for line in describe(path):
         click.echo(line)
@@ -666,7 +665,7 @@ def entry():
     if isinstance(code, str):  # sys.exit("message"): Python prints it and exits 1
         click.echo(code, err=True)
         code = 1
-    compiling = sys.modules.get("fasttrain.compile")  # imported (with torch) by runs only
+    compiling = sys.modules.get("fasttrain.learners.compile")  # imported (with torch) by runs only
     if compiling is not None:
         compiling.exit_while_compiling(code or 0)
     sys.exit(code)

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
-from fasttrain.choices import AMP_MODES, COMPILE_MODES, DEVICES
+from fasttrain.config.choices import AMP_MODES, COMPILE_MODES, DEVICES
 from fasttrain.errors import ConfigError
 from fasttrain.kernels import cuda_available
-from fasttrain.kernels.device import cuda_problem, simulator
+from fasttrain.kernels.env import host_memory_available
+from fasttrain.kernels.gpu import cuda_problem, simulator
 
 # /proc/cpuinfo flags of CPUs that compute in bfloat16 natively (x86 AVX512-BF16 or AMX, Arm BF16)
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
@@ -151,3 +152,22 @@ def resolve_compile(
     if device.type != "cpu" or not pays or recurrent:
         return "off"
     return "default" if cpp_compiler() and dynamo_supported() else "off"
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for new buffers on ``device`` now (None when unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return host_memory_available()
+
+
+def check_memory(
+    nbytes: int, what: str, device: torch.device, fix: str = "lower num_envs or num_steps"
+) -> None:
+    """Refuse, in one line and before allocating, buffers that cannot fit in memory."""
+    available = available_memory(device)
+    if available is not None and nbytes > available:
+        raise ConfigError(
+            f"{what} needs {nbytes / 2**30:,.1f} GiB but {available / 2**30:,.1f} GiB is free on "
+            f"{device.type}; {fix}"
+        )

@@ -155,7 +155,7 @@ def evaluate_run(
     same world (the same action repeat) with ``random_baseline``."""
     results, params, repeat = [], {}, 1
     if run_dir is not None:
-        from fasttrain.checkpoint import load, load_agent, saved_config
+        from fasttrain.run.checkpoint import load, load_agent, saved_config
 
         act, params = load_agent(run_dir, game, greedy=greedy, seed=seed)  # checks --game
         saved = saved_config(run_dir, load(run_dir))

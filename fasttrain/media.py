@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fasttrain.errors import ConfigError
-from fasttrain.rundir import check_output_file, write_atomic
+from fasttrain.run.rundir import check_output_file, write_atomic
 
 TARGET_SIDE = 256  # pixels on the longer side of an upscaled frame (at least)
 # a GIF's frames stay in memory until it is written (Pillow keeps every frame too): ~0.3 MB a

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fasttrain import recurrent
-from fasttrain.choices import CORES, MODEL_KINDS
+from fasttrain.config.choices import CORES, MODEL_KINDS
 
 
 def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fasttrain.errors import ConfigError
-from fasttrain.rundir import write_atomic
+from fasttrain.run.rundir import write_atomic
 
 X_AXES = {"steps": "global_step", "time": "time_s"}
 DEFAULT_Y = ("charts/episodic_return",)
@@ -57,7 +57,7 @@ def read_run(run_dir, label: str | None = None) -> Curves:
     game = "?"
     config = run_dir / "config.toml"
     if config.is_file():
-        from fasttrain.configread import tomllib
+        from fasttrain.config.read import tomllib
 
         try:
             text = config.read_text(encoding="utf-8")

@@ -4,8 +4,8 @@ return or score within a budget.
 A sweep file (``fasttrain.sweepfile``) is a config file plus a ``[sweep]`` table.
 
 Each trial is a normal run directory ``DIR/trial-0000`` (``DIR/trial-0000-seed<n>`` per seed
-when ``seeds`` > 1) written by ``fasttrain.runner.run``, so ``fasttrain play --checkpoint`` works
-on it. ``DIR/trials.csv`` and ``DIR/best.toml`` (the best trial's full config, for
+when ``seeds`` > 1) written by ``fasttrain.run.runner.run``, so ``fasttrain play --checkpoint``
+works on it. ``DIR/trials.csv`` and ``DIR/best.toml`` (the best trial's full config, for
 ``fasttrain run --config``) are rewritten after every trial.
 
 Values (``seeds`` > 1: the median over the seeds):
@@ -32,7 +32,7 @@ than iterations keep trials with different ``num_envs`` comparable. Only the fir
 reports.
 
 Populations (``--population N``): ``N`` trials at a time train side by side as one PPO or PQN
-population in one process (``fasttrain.population_run``), in ``DIR/population-0000/`` (the
+population in one process (``fasttrain.run.population``), in ``DIR/population-0000/`` (the
 number of its first trial), each trial's seeds its members ``trial-0000`` (``-seed<n>``): normal
 run directories. Every param must be a learner setting members may vary
 (``POPULATION_VARIABLE`` of the learner's config module), refused in one line before any trial
@@ -62,10 +62,10 @@ from pathlib import Path
 
 import click
 
-from fasttrain import config as cfg
-from fasttrain.configfile import to_toml
+from fasttrain.config import resolve as cfg
+from fasttrain.config.file import to_toml
 from fasttrain.errors import ConfigError, RunError, reason
-from fasttrain.rundir import check_regular, check_writable, write_atomic
+from fasttrain.run.rundir import check_regular, check_writable, write_atomic
 from fasttrain.sweepfile import OBJECTIVES, Sweep, SweepSettings, load
 from fasttrain.targets import Target
 
@@ -348,7 +348,7 @@ def _finished(study, optuna) -> int:
 
 def _run_trial(spec: Sweep, study, trial, out: Path, echo, optuna):
     """Run one trial's seeds, tell the study how it ended and return the finished trial."""
-    from fasttrain.runner import run
+    from fasttrain.run.runner import run
 
     FAIL, PRUNED = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED
     values, notes, dirs = [], [], []
@@ -411,8 +411,8 @@ class MemberWatch:
 def _run_population(spec: Sweep, study, trials: list, out: Path, echo, optuna) -> list:
     """Run ``trials`` (each with its seeds) as one population, tell the study how each ended
     and return the finished trials."""
-    from fasttrain.population_run import Member
-    from fasttrain.runner import run
+    from fasttrain.run.population import Member
+    from fasttrain.run.runner import run
 
     FAIL = optuna.trial.TrialState.FAIL
     folder = out / f"population-{trials[0].number:04d}"

@@ -13,8 +13,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from fasttrain import config as cfg
-from fasttrain.configfile import to_toml
+from fasttrain.config import resolve as cfg
+from fasttrain.config.file import to_toml
 from fasttrain.errors import ConfigError
 from fasttrain.learners import LEARNERS
 from fasttrain.targets import COLUMNS

@@ -1,6 +1,6 @@
 """Time to a target: the first metrics row of a run where a mean episode metric reaches a value.
 
-A ``Target`` is an ``on_row`` callback of ``fasttrain.runner.run``: it records the training
+A ``Target`` is an ``on_row`` callback of ``fasttrain.run.runner.run``: it records the training
 seconds (``time_s``, counted from the first iteration, so start-up and compilation of the games
 are not in it) and the environment steps of the first row whose mean return or score reaches
 the value, and with ``stop`` ends the run there. ``fasttrain bench`` and ``fasttrain sweep`` use

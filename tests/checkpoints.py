@@ -21,7 +21,7 @@ import copy
 import shutil
 from pathlib import Path
 
-from fasttrain import checkpoint
+from fasttrain.run import checkpoint
 
 DELETE = object()  # the value that removes the entry at a path
 

@@ -36,7 +36,7 @@ SMALL_SNAKE = {
 
 def small_snake(**extra):
     """``SMALL_SNAKE`` with ``extra`` (config sections) laid over it, as a resolved Config."""
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
 
     return cfg.from_dict(cfg.merge(SMALL_SNAKE, extra))
 
@@ -141,7 +141,7 @@ def pytest_configure(config):
 # sorts last) ran alone on one core while the other worker sat idle.
 LONGEST_FIRST = (
     "tests/integration/test_faults.py",
-    "tests/fasttrain/test_distributed.py",
+    "tests/fasttrain/learners/test_distributed.py",
     "tests/fasttrain/games/test_contract.py",
     "tests/fasttrain/kernels/test_ptx.py",
 )
@@ -181,7 +181,7 @@ def _no_compile_left_running():
     thread; it ends with the test that started it, so it never shares dynamo's counters or
     torch's global state with the next one."""
     yield
-    from fasttrain.compile import wait_for_background_compiles
+    from fasttrain.learners.compile import wait_for_background_compiles
 
     wait_for_background_compiles()
 

@@ -180,7 +180,7 @@ TENSOR_CHANGES = ("nan", "1e30", "shape", "empty", "float64", "random")
 def tensor_cases(state: dict, rng: np.random.Generator, per_tensor: int) -> list[Case]:
     """Every tensor of the learner's state (networks, optimizer, generators, buffers):
     ``per_tensor`` seeded changes each; a network's must be refused where it is loaded."""
-    from fasttrain.checkpoint import networks
+    from fasttrain.run.checkpoint import networks
 
     nets = networks(state)
     cases = []
@@ -240,7 +240,7 @@ def header_cases(state: dict, rng: np.random.Generator, per_leaf: int) -> list[C
     every = ("format", "identity", "config", "learner", "device")
     cases = [
         Case(f"format={label}", "header", READERS, LOADERS, _set(("format",), value))
-        # no "missing": fasttrain.checkpoint.save writes a format into every file
+        # no "missing": fasttrain.run.checkpoint.save writes a format into every file
         for label, value in (("2", 2), ("'3'", "3"), ("none", None), ("[3]", [3]))
     ]
     for key in ("learner", "device", "identity", "config"):

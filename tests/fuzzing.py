@@ -3,7 +3,7 @@
 A checksum says a checkpoint is intact, not that it is sane (anyone can write a valid SHA-256).
 So each case takes a tiny real checkpoint, changes ONE thing in it (an environment-state array,
 a learner-state leaf or tensor, a header, identity or config field), writes it back through
-``fasttrain.checkpoint.save`` (so the digest is valid) and hands it to every command that reads
+``fasttrain.run.checkpoint.save`` (so the digest is valid) and hands it to every command that reads
 checkpoints. Each reading must end in one of two ways:
 
 - OK: exit 0, a correct run (and not for a value the reader had to refuse: a negative
@@ -249,7 +249,7 @@ def train_base(base: str, folder: Path) -> Path:
 def write_case(base_dir: Path, state: dict, case: Case, folder: Path) -> Path:
     """A run directory like ``base_dir`` whose checkpoint holds ``state`` changed by ``case``,
     written by fasttrain's own writer (a valid checksum)."""
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
 
     folder.mkdir(parents=True)
     for path in base_dir.iterdir():
@@ -264,7 +264,7 @@ def write_case(base_dir: Path, state: dict, case: Case, folder: Path) -> Path:
 def serve(base: str, seed: int, work: Path, count: int | None, only=None, readers=READERS):
     """Train ``base``, then read each case (``count`` sampled, or those named in ``only``) with
     each of its readers in a forked child: a list of Outcome."""
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
 
     base_dir = train_base(base, work)
     state = checkpoint.read_state(base_dir)

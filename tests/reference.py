@@ -164,7 +164,7 @@ def timeless_rows(folder: Path) -> list[dict]:
 
 def networks(folder: Path) -> dict:
     """Every network's weights in ``folder``'s checkpoint, as NumPy arrays by dotted name."""
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
 
     state = checkpoint.load(folder)
     out = {}

@@ -270,10 +270,10 @@ def bench(learning, seeds, solo, budget, steps, algo, out, sets, **options):
 @contextlib.contextmanager
 def suite_signals(out):
     """SIGINT and SIGTERM during ``bench --learning``: inside a run's training loop the run
-    saves its checkpoint at the iteration boundary (``fasttrain.runner``), anywhere else
+    saves its checkpoint at the iteration boundary (``fasttrain.run.runner``), anywhere else
     nothing unsaved is lost and the suite ends at once; then one line, and exit 130 / 143. The
     same command continues the suite."""
-    from fasttrain.startup import EXIT_CODES
+    from fasttrain.run.startup import EXIT_CODES
 
     again = f"every run keeps its last checkpoint; the same command continues the suite in {out}"
 

@@ -76,7 +76,7 @@ def _shown(value) -> str:
 
 def _saved_identity(path: Path, text: str | None = None) -> dict:
     """The identity of the config in ``path`` (a config.toml), or in ``text`` (a checkpoint's)."""
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
 
     try:
         data = cfg.load_toml(path) if text is None else cfg.tomllib.loads(text)
@@ -87,7 +87,7 @@ def _saved_identity(path: Path, text: str | None = None) -> dict:
 
 def _checkpoint_config(path: Path) -> str:
     """The config a checkpoint was written with (its TOML text); nothing in it runs."""
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
 
     try:
         state = checkpoint.read_state(path, arrays=False)
@@ -205,7 +205,7 @@ def _number(text) -> float:
 def set_aside(run_dir: Path) -> Path:
     """Rename ``run_dir`` to ``<name>.old`` (``.old-2``... where taken), holding its lock:
     nothing in it is deleted, and a live run's folder is refused in one line."""
-    from fasttrain.rundir import RunLock
+    from fasttrain.run.rundir import RunLock
 
     aside, n = run_dir.with_name(f"{run_dir.name}.old"), 1
     while aside.exists() or aside.is_symlink():

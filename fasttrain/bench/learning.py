@@ -172,7 +172,7 @@ def finished(run_dir: Path, budget_s: float | None = None) -> bool:
 def train(config, run_dir: Path, budget_s: float | None, echo) -> None:
     """Run ``config`` into ``run_dir`` (resuming a run cut short), within ``budget_s``
     training seconds when given."""
-    from fasttrain.runner import run
+    from fasttrain.run.runner import run
 
     def on_row(row: dict) -> bool:
         return budget_s is not None and row["time_s"] >= budget_s
@@ -209,7 +209,7 @@ def read_or_train(config, run_dir: Path, seed: int, budget_s, echo) -> RunResult
 def population_folder_problem(folder: Path, configs: dict) -> str | None:
     """Why ``folder`` does not hold the population of ``configs`` (seed -> config) this call
     plans, or holds files that cannot be read as its; None where it does, or holds nothing."""
-    from fasttrain.population_run import is_population, member_dir, saved_members
+    from fasttrain.run.population import is_population, member_dir, saved_members
 
     if not folder.exists() or not any(folder.iterdir()):
         return None
@@ -238,8 +238,8 @@ def read_or_train_population(configs: dict, folder: Path, budget_s, echo) -> lis
     every member finished before, trained (or resumed from the members' checkpoints)
     otherwise; a folder of another population, or with files that cannot be read as its, is
     set aside and the population trained again."""
-    from fasttrain.population_run import Member, member_dir
-    from fasttrain.runner import run
+    from fasttrain.run.population import Member, member_dir
+    from fasttrain.run.runner import run
 
     seeds = list(configs)
     first = configs[seeds[0]]
@@ -285,7 +285,7 @@ def read_or_train_population(configs: dict, folder: Path, budget_s, echo) -> lis
 def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str, sets):
     """The default config of ``game`` and ``algo`` (see ``learner_of``) with ``--set`` items,
     the seed, the device, no progress bar and no curves.png (the suite draws its own)."""
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
 
     flags = {
         "run": {"algo": algo, "seed": seed, "device": device},
@@ -299,7 +299,7 @@ def suite_config(game: str, algo: str, seed: int, steps: int | None, device: str
 
 def learner_of(game: str, algo: str | None) -> str:
     """``algo``, or where None the game's own learner (its preset's ``[run] algo``)."""
-    from fasttrain.presets import learner_of as preset_learner
+    from fasttrain.config.presets import learner_of as preset_learner
 
     return algo or preset_learner(game)
 
@@ -439,8 +439,7 @@ def write(results: list[RunResult], out: Path, wall_s: float, load_at_start, cha
     import numba
 
     from fasttrain.bench.report import machine_info
-    from fasttrain.rundir import write_atomic
-    from fasttrain.runner import json_safe
+    from fasttrain.run.rundir import json_safe, write_atomic
 
     machine = {**machine_info(numba.get_num_threads()), "load_average_at_start": load_at_start}
     when = time.strftime("%Y-%m-%d")
@@ -480,7 +479,7 @@ def draw(results: list[RunResult], path: Path) -> None:
     import numpy as np
 
     from fasttrain.plot import _pyplot
-    from fasttrain.rundir import write_atomic
+    from fasttrain.run.rundir import write_atomic
 
     plt = _pyplot()
     games = list(dict.fromkeys(r.game for r in results))

@@ -263,7 +263,7 @@ def bench_sb3(n_steps: int, repeats: int, seed=0, n_envs=8):
 
 def target_config(game: str, seed: int, device: str, threads: int):
     """The default config of ``game`` (its tuned presets) for a time-to-target run, quiet."""
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
 
     # threads are the bench's, not a learning setting: the trainer would take every core
     settings = {"seed": seed, "device": device, "torch_threads": threads, "numba_threads": threads}
@@ -275,7 +275,7 @@ def time_to_target(config, metric: str, values, budget_s: float) -> list[dict]:
     """One run of ``config`` until the mean ``metric`` has reached every one of ``values``, it
     has trained ``budget_s`` seconds, or it ends at its total_timesteps: a ``target_run`` per
     value."""
-    from fasttrain.runner import run
+    from fasttrain.run.runner import run
     from fasttrain.targets import Target, watch
 
     targets = [Target(metric, value) for value in values]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import click
 
 from fasttrain.bench.plan import Plan
-from fasttrain.rundir import RunError, write_atomic
+from fasttrain.run.rundir import RunError, write_atomic
 
 NUMERIC_COLUMNS = (
     "num_envs",

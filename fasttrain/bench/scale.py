@@ -118,8 +118,8 @@ class BusySampler:
 def gpu_busy_share(run_for_s: float = 20.0, graph: bool = True) -> float | None:
     """The mean NVML utilisation while Snake trains on the GPU for ``run_for_s`` seconds, its
     rollout a CUDA graph or not (``graph``: ``run.cuda_graph``)."""
-    from fasttrain import config as cfg
-    from fasttrain.runner import run
+    from fasttrain.config import resolve as cfg
+    from fasttrain.run.runner import run
 
     config = cfg.from_dict(
         {"run": {"device": "cuda", "cuda_graph": graph}, "log": {"progress": False}}
@@ -137,7 +137,7 @@ def population_cost(game: str, members: int = 8, device: str = "cuda", iteration
     the GPU's busy share during the population's iterations."""
     import torch
 
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
     from fasttrain.learners import make_trainer
 
     config = cfg.from_dict(
@@ -188,8 +188,8 @@ def time_to_score(game: str, budget_s: float, target: float | None, graph: bool 
     """The default run of ``game`` on the GPU: seconds to ``target`` (mean score, or None to
     run to the end), its final row, and the preset source named on the settings line; its
     rollout a CUDA graph or not (``graph``: ``run.cuda_graph``)."""
-    from fasttrain import config as cfg
-    from fasttrain.runner import run
+    from fasttrain.config import resolve as cfg
+    from fasttrain.run.runner import run
     from fasttrain.targets import Target
 
     config = cfg.from_dict({"run": {"device": "cuda", "cuda_graph": graph}, "game": {"name": game}})
@@ -218,7 +218,7 @@ def rollout_cost(game: str, graph: bool, iterations: int = 20) -> dict:
     update's milliseconds per iteration and whole iterations' steps/s, after warm-ups."""
     import torch
 
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
     from fasttrain.learners import make_trainer
 
     config = cfg.from_dict(
@@ -362,7 +362,7 @@ def env_kernel_cost(game: str, steps: int = 32, replays: int = 20) -> dict:
     import torch
 
     import fasttrain
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
 
     config = cfg.from_dict({"run": {"device": "cuda"}, "game": {"name": game}})
     num_envs = config.learner.num_envs
@@ -526,7 +526,7 @@ def main(argv=None) -> int:
     from fasttrain import games
     from fasttrain.bench.report import machine_info
     from fasttrain.kernels import cuda_available
-    from fasttrain.runner import json_safe
+    from fasttrain.run.rundir import json_safe
 
     most = opts.threads or numba.config.NUMBA_NUM_THREADS
     skipped: dict = {}

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.learners import LEARNERS, make_trainer
 
 

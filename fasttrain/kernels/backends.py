@@ -26,7 +26,7 @@ import numpy as np
 from . import internals
 from .build import Launchers, game_functions, load_launchers
 from .compiling import compile_now
-from .device import cuda_problem, simulator
+from .gpu import cuda_problem, simulator
 from .spec import GameSpec, call_graph
 
 BACKENDS = ("python", "cpu", "cuda")

@@ -25,7 +25,7 @@ import types
 import numpy as np
 
 from .build import Launchers, game_functions, load_launchers, load_module
-from .device import cuda_problem, device_args, numba_stream, simulator
+from .gpu import cuda_problem, device_args, numba_stream, simulator
 from .spec import GameSpec
 
 THREADS_PER_BLOCK = 256  # the most threads a block gets (2^20 envs: 4,096 blocks)

@@ -33,7 +33,7 @@ class Internal:
 
 
 INTERNALS: tuple[Internal, ...] = (
-    # torch: compile machinery (fasttrain/compile.py)
+    # torch: compile machinery (fasttrain/learners/compile.py)
     Internal(
         "torch._dynamo.config.recompile_limit",
         "raised to RECOMPILE_LIMIT: every trainer in one process compiles its step anew",
@@ -96,7 +96,7 @@ INTERNALS: tuple[Internal, ...] = (
     # Numba: compile notices (fasttrain/kernels/compiling.py)
     Internal("numba.core.event.Listener", "hears numba:compile, which fires only on a compile"),
     Internal("numba.core.event.install_listener", "installs that listener around the compile"),
-    # numba-cuda (fasttrain/kernels/device.py, fasttrain/kernels/ptx.py)
+    # numba-cuda (fasttrain/kernels/gpu.py, fasttrain/kernels/ptx.py)
     Internal(
         "numba.cuda.cudadrv.devicearray.is_cuda_ndarray",
         "a Numba device array passes through; other CUDA arrays are wrapped without a sync",

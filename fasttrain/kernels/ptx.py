@@ -5,8 +5,8 @@ layout the GPU uses), ``compile_column_ptx`` does the same for a learner column 
 and ``compile_copy_rows_ptx`` for the copy of env-minor observations into rows, all with
 numba-cuda and NVVM only (``pip install 'numba-cuda[cu12]'``), so CI checks that every kernel
 compiles for the hardware target. ``report`` adds each kernel's registers and spills where
-``ptxas`` is at hand; it works on the specs it is given (``python -m fasttrain.ptx`` passes the
-registered games).
+``ptxas`` is at hand; it works on the specs it is given (``python -m fasttrain.bench.ptx`` passes
+the registered games).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 from . import gae, qlambda
 from .columns import ColumnKernel
 from .cuda import copy_rows_module, kernel_module
-from .device import simulator
 from .env import KernelEnv
+from .gpu import simulator
 from .internals import InternalMissing, assign, resolve
 from .spec import GameSpec
 

@@ -16,7 +16,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fasttrain.choices import OPTIMIZERS
+from fasttrain.config.choices import OPTIMIZERS
 from fasttrain.learners import dqn_config, ppo_config, pqn_config
 
 # the fields that may name their object as "module:attribute", imported on first use

@@ -19,14 +19,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fasttrain import distributed, savedstate
-from fasttrain.device import resolve_compile
+from fasttrain.device import check_memory, resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.statecheck import StateError
+from fasttrain.learners import distributed, savedstate
 from fasttrain.learners.context import (
     Timers,
-    available_memory,
-    check_memory,
     one_torch_thread,
     setup_threads,
     start_run,
@@ -40,7 +38,7 @@ from fasttrain.learners.graphs import (
 )
 from fasttrain.learners.optim import Optimizers, make_optimizer, set_learning_rate
 
-__all__ = ["TrainerBase", "annealed", "available_memory", "check_memory", "one_torch_thread"]
+__all__ = ["TrainerBase", "annealed", "check_memory", "one_torch_thread"]
 
 
 def annealed(value, iteration: int, num_iterations: int):
@@ -337,7 +335,7 @@ class TrainerBase:
     def check_member_state(self, k: int, state: dict) -> None:
         """Refuse, with one line and changing nothing, a checkpoint state of another learner or
         device, or one whose fields are missing, ill-typed or do not fit member ``k``
-        (``fasttrain.savedstate``); a learner adds its own checks."""
+        (``fasttrain.learners.savedstate``); a learner adds its own checks."""
         algo = self.config.run.algo
         savedstate.table(state, "state")
         savedstate.check_common(state, resuming=True)

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fasttrain import distributed
-from fasttrain.compile import wait_for_background_compiles
 from fasttrain.device import Device, resolve_amp, resolve_device
 from fasttrain.errors import ConfigError
-from fasttrain.kernels.env import host_memory_available
+from fasttrain.learners import distributed
+from fasttrain.learners.compile import wait_for_background_compiles
 from fasttrain.learners.optim import optimizer_step
-from fasttrain.ranks import SINGLE, Ranks
+from fasttrain.learners.ranks import SINGLE, Ranks
 from fasttrain.vecenv import VecEnv, make
 
 # Below this many multiply-adds per rollout step (rows x weights) one torch and one Numba thread
@@ -131,13 +130,6 @@ class RunContext:
         return skipped
 
 
-def available_memory(device: torch.device) -> int | None:
-    """Bytes free for new buffers on ``device`` now (None when unknown)."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    return host_memory_available()
-
-
 @contextlib.contextmanager
 def user_sizes(what: str):
     """Turn an allocation the machine refuses (sizes a user chose) into one line."""
@@ -148,18 +140,6 @@ def user_sizes(what: str):
         if not isinstance(exc, MemoryError) and "alloc" not in text and "memory" not in text:
             raise
         raise ConfigError(f"{what} does not fit in memory: {str(exc).splitlines()[0]}") from None
-
-
-def check_memory(
-    nbytes: int, what: str, device: torch.device, fix: str = "lower num_envs or num_steps"
-) -> None:
-    """Refuse, in one line and before allocating, buffers that cannot fit in memory."""
-    available = available_memory(device)
-    if available is not None and nbytes > available:
-        raise ConfigError(
-            f"{what} needs {nbytes / 2**30:,.1f} GiB but {available / 2**30:,.1f} GiB is free on "
-            f"{device.type}; {fix}"
-        )
 
 
 def start_run(config, num_envs: int, env_seed=None) -> RunContext:

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fasttrain import savedstate
-from fasttrain.compile import CompiledStep, call_module
 from fasttrain.errors import ConfigError
+from fasttrain.learners import savedstate
 from fasttrain.learners.actors import greedy_q_actor
 from fasttrain.learners.base import TrainerBase, check_memory
+from fasttrain.learners.compile import CompiledStep, call_module
 from fasttrain.learners.context import warn_once
 
 # CONFIG: the [dqn] dataclass and its checks are in dqn_config.py (torch-free)

@@ -10,9 +10,9 @@ import time
 
 import torch
 
-from fasttrain import distributed
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.internals import resolve
+from fasttrain.learners import distributed
 
 # one kernel over a list of tensors (the masked step's backups, a target network's update)
 foreach_copy = resolve("torch._foreach_copy_")

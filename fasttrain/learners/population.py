@@ -28,10 +28,11 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from fasttrain import games
+from fasttrain.device import check_memory
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.rng import check_seeds
 from fasttrain.learners import LEARNERS, MAX_MEMBERS
-from fasttrain.learners.context import check_memory, one_torch_thread
+from fasttrain.learners.context import one_torch_thread
 from fasttrain.learners.optim import PopulationAdam, adam
 
 
@@ -343,7 +344,7 @@ class Members:
         return list(self.seeds)
 
     def member_generators(self) -> list[torch.Generator]:
-        from fasttrain import distributed
+        from fasttrain.learners import distributed
 
         return [
             torch.Generator(device=self.device).manual_seed(distributed.rank_seed(s, 0) % 2**63)

@@ -22,18 +22,17 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from fasttrain import distributed
-from fasttrain.compile import (
+from fasttrain.errors import ConfigError
+from fasttrain.learners import distributed, rollout
+from fasttrain.learners.actors import PolicyActor
+from fasttrain.learners.base import TrainerBase, annealed, check_memory
+from fasttrain.learners.compile import (
     DEFER_SHARE,
     CompiledStep,
     DeferredCompile,
     adopt_compiled,
     call_module,
 )
-from fasttrain.errors import ConfigError
-from fasttrain.learners import rollout
-from fasttrain.learners.actors import PolicyActor
-from fasttrain.learners.base import TrainerBase, annealed, check_memory
 from fasttrain.learners.context import warn_once
 from fasttrain.learners.graphs import tensor_addresses, update_key
 from fasttrain.learners.optim import make_optimizer, rates_as_tensors

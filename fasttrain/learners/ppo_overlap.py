@@ -21,7 +21,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from fasttrain import distributed, savedstate
+from fasttrain.learners import distributed, savedstate
 from fasttrain.learners.ppo import Trainer
 
 # the largest weight proximal / behaviour probability a sample gets in the decoupled objective

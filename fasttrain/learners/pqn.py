@@ -17,10 +17,10 @@ import time
 
 import torch
 
-from fasttrain.compile import CompiledStep, call_module
 from fasttrain.learners import rollout
 from fasttrain.learners.actors import greedy_q_actor
 from fasttrain.learners.base import TrainerBase, check_memory
+from fasttrain.learners.compile import CompiledStep, call_module
 from fasttrain.learners.context import warn_once
 from fasttrain.learners.graphs import tensor_addresses, update_key
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fasttrain.choices import check_optimizer
+from fasttrain.config.choices import check_optimizer
 from fasttrain.errors import ConfigError
 
 # run.compile = "auto" leaves PQN eager: compiling measured slower on Breakout and Snake

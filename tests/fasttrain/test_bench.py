@@ -264,7 +264,7 @@ def test_a_signal_during_the_learning_suite_exits_with_its_code(monkeypatch, tmp
     one saved first (``RunInterrupted``): either way one line and exit 143 / 130, not click's
     "Aborted!" and exit 1."""
     import fasttrain.bench as bench_module
-    from fasttrain.runner import RunInterrupted
+    from fasttrain.run.runner import RunInterrupted
 
     exits = []
     monkeypatch.setattr(bench_module.os, "_exit", exits.append)
@@ -289,7 +289,7 @@ def test_a_signal_during_the_learning_suite_exits_with_its_code(monkeypatch, tmp
 
 @pytest.mark.slow
 def test_sigterm_during_a_learning_run_saves_and_exits_143(tmp_path):
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
     from tests.cli import finish, start_cli
 
     args = ["bench", "--learning", "--game", "cartpole", "--seeds", "0", "--steps", "100000000"]

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 import fasttrain
-from fasttrain import config as cfg
-from fasttrain.checkpoint import load_agent
+from fasttrain.config import resolve as cfg
 from fasttrain.evaluate import EvalResult, evaluate, table
 from fasttrain.games import names
-from fasttrain.runner import run
+from fasttrain.run.checkpoint import load_agent
+from fasttrain.run.runner import run
 from tests.cli import cli_in_process
 
 # a small arena with reward for food and corpses, so every figure varies between lives

@@ -26,14 +26,16 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import checkpoint, configfile, games
-from fasttrain import config as cfg
+from fasttrain import games
 from fasttrain.cli import main
+from fasttrain.config import file as configfile
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import ConfigError, RunError
 from fasttrain.learners import LEARNERS, Learner, register
 from fasttrain.learners.base import TrainerBase
 from fasttrain.models import make_policy
-from fasttrain.runner import run
+from fasttrain.run import checkpoint
+from fasttrain.run.runner import run
 from tests.cli import ROOT
 
 BOARD = {"height": 6, "width": 6}

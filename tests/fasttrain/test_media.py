@@ -6,11 +6,11 @@ import torch
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import config as cfg
 from fasttrain import media
 from fasttrain.cli import main
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import ConfigError
-from fasttrain.runner import REPLAY_FPS, run
+from fasttrain.run.runner import REPLAY_FPS, run
 
 Image = pytest.importorskip("PIL.Image")
 ImageSequence = pytest.importorskip("PIL.ImageSequence")

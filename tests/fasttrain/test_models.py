@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.models import (
     TRAINING_COPIES,
     ObsEncoder,

@@ -18,11 +18,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fasttrain import checkpoint, recurrent
-from fasttrain import config as cfg
+from fasttrain import recurrent
+from fasttrain.config import resolve as cfg
 from fasttrain.learners.ppo import Trainer
 from fasttrain.models import make_policy
-from fasttrain.runner import run
+from fasttrain.run import checkpoint
+from fasttrain.run.runner import run
 
 CORES = ("lstm", "gru")
 QUIET = dict(echo=lambda *_: None)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fasttrain import config as cfg
 from fasttrain import sweep as sweeping
 from fasttrain import sweepfile
 from fasttrain.cli import main
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import ConfigError
 from tests.cli import ROOT
 from tests.fasttrain.test_sweepfile import invoke, one_line, write
@@ -226,8 +226,8 @@ objective = "final_return"
 
 @needs_optuna
 def test_ctrl_c_keeps_the_trials_so_far_and_exits_130(tmp_path, monkeypatch):
-    from fasttrain import runner
-    from fasttrain.runner import RunInterrupted
+    from fasttrain.run import runner
+    from fasttrain.run.runner import RunInterrupted
 
     real_run = runner.run
 

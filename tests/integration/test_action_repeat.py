@@ -79,11 +79,11 @@ def test_repeat_needs_a_single_agent_game():
 def test_eval_plays_a_run_with_its_action_repeat(tmp_path):
     from click.testing import CliRunner
 
-    from fasttrain import config as cfg
-    from fasttrain.checkpoint import load_agent
     from fasttrain.cli import main
+    from fasttrain.config import resolve as cfg
     from fasttrain.evaluate import evaluate
-    from fasttrain.runner import run
+    from fasttrain.run.checkpoint import load_agent
+    from fasttrain.run.runner import run
 
     config = cfg.from_dict(
         {

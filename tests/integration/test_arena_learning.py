@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fasttrain import config as cfg
-from fasttrain.checkpoint import load_agent
+from fasttrain.config import resolve as cfg
 from fasttrain.evaluate import evaluate
-from fasttrain.runner import run
+from fasttrain.run.checkpoint import load_agent
+from fasttrain.run.runner import run
 
 
 @pytest.mark.slow

@@ -130,7 +130,7 @@ def small_state() -> dict:
 def test_the_cases_cover_every_field_are_seeded_and_each_changes_a_saved_file(tmp_path):
     import copy
 
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
     from tests.fuzzcases import SCALARS, all_cases
 
     state = small_state()
@@ -155,7 +155,7 @@ def test_the_cases_cover_every_field_are_seeded_and_each_changes_a_saved_file(tm
 
 
 def _saved(path, state):
-    from fasttrain import checkpoint
+    from fasttrain.run import checkpoint
 
     checkpoint.save(path, state)
     return path

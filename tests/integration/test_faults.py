@@ -30,10 +30,10 @@ import numpy as np
 import pytest
 import torch
 
-from fasttrain import checkpoint, rundir
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import RunError
-from fasttrain.runner import run
+from fasttrain.run import checkpoint, rundir
+from fasttrain.run.runner import run
 from tests.cli import (
     UserErrorBug,
     cli_in_process,

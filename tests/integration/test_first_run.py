@@ -10,11 +10,11 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from fasttrain import config as cfg
-from fasttrain import metrics
 from fasttrain.cli import RunRequest, run_config
-from fasttrain.parts import Boundary, TimeLeft
-from fasttrain.runner import run
+from fasttrain.config import resolve as cfg
+from fasttrain.run import metrics
+from fasttrain.run.parts import Boundary, TimeLeft
+from fasttrain.run.runner import run
 from tests.cli import ROOT, header
 
 NOTICE = re.compile(

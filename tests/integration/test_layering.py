@@ -1,5 +1,7 @@
 """The one import rule, read from the source: no cycles in the package (imports inside functions
-count), fasttrain.kernels knows no torch, games or learner side, fasttrain.games knows no torch."""
+count), fasttrain.kernels knows no torch, games or learner side, fasttrain.games knows no torch,
+and the rooms stack: the configuration (torch-free at load) knows no learner trainer and no run,
+the learner side knows no run, the run knows nothing built on it (the CLI, bench, sweeps)."""
 
 from __future__ import annotations
 
@@ -101,7 +103,7 @@ def external_imports(path: Path) -> set[str]:
 
 def test_the_package_has_no_import_cycle():
     edges = graph()
-    assert len(edges) > 20 and edges["fasttrain.runner"], "the walk found the package"
+    assert len(edges) > 20 and edges["fasttrain.run.runner"], "the walk found the package"
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -134,3 +136,57 @@ def test_kernels_import_no_torch_games_or_learner_side(name):
 def test_games_import_no_torch(name):
     for target in external_imports(modules()[name]):
         assert target.split(".")[0] != "torch", f"{name} imports {target}"
+
+
+# the rooms above the kernels and games, and the rooms each may not import (a module imports its
+# own room, the rooms below it and the top-level modules below the run): the configuration is
+# torch-free and knows no run; the learner side knows no run; the run knows nothing built on it
+ROOMS = {
+    "fasttrain.config": (
+        "fasttrain.learners.",
+        "fasttrain.run",
+        "fasttrain.cli",
+        "fasttrain.bench",
+    ),
+    "fasttrain.learners": ("fasttrain.run", "fasttrain.cli", "fasttrain.bench", "fasttrain.sweep"),
+    "fasttrain.run": ("fasttrain.cli", "fasttrain.bench", "fasttrain.sweep", "fasttrain.evaluate"),
+}
+# the learner side's torch-free half: the registry and each learner's config, which the
+# configuration reads to check a command before torch loads
+LEARNER_DECLARATIONS = ("fasttrain.learners", "fasttrain.learners.ranks")
+
+
+def room_of(name: str) -> str | None:
+    return next((room for room in ROOMS if name == room or name.startswith(room + ".")), None)
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_no_room_imports_a_room_above_it(room):
+    edges, bad = graph(), []
+    for name, targets in edges.items():
+        if room_of(name) != room:
+            continue
+        for target in targets:
+            allowed = target in LEARNER_DECLARATIONS or target.endswith("_config")
+            if any(target.startswith(p) for p in ROOMS[room]) and not allowed:
+                bad.append(f"{name} -> {target}")
+    assert not bad, "imports back up the layers:\n" + "\n".join(bad)
+
+
+def test_the_room_rule_finds_an_import_back_up(tmp_path):
+    edges = {"fasttrain.learners.ppo": {"fasttrain.run.runner"}}
+    room = room_of("fasttrain.learners.ppo")
+    assert room == "fasttrain.learners"
+    assert any(t.startswith(ROOMS[room]) for t in edges["fasttrain.learners.ppo"])
+    assert room_of("fasttrain.configure") is None and room_of("fasttrain.config.read")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in modules() if n.startswith("fasttrain.config")))
+def test_the_configuration_imports_no_torch_at_load(name):
+    """Only imports at a module's top level: a config is checked before torch loads (its
+    validation of a network's size imports torch inside the function that needs it)."""
+    tree = ast.parse(modules()[name].read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            assert not any((n or "").split(".")[0] == "torch" for n in names), name

@@ -13,6 +13,8 @@ NO_TEST_FILE = {
     "fasttrain/__main__.py": "calls fasttrain.cli.main; tests/integration/test_faults.py runs it",
     "fasttrain/adapters/__init__.py": "a docstring: the adapters are its modules",
     "fasttrain/kernels/__init__.py": "re-exports its modules' names (tested in their files)",
+    "fasttrain/config/__init__.py": "a docstring: the configuration is its modules",
+    "fasttrain/run/__init__.py": "a docstring: the run is its modules",
 }
 
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 import fasttrain
-from fasttrain import config as cfg
-from fasttrain.checkpoint import load_agent
-from fasttrain.config import ModelConfig
+from fasttrain.config import resolve as cfg
+from fasttrain.config.resolve import ModelConfig
 from fasttrain.evaluate import evaluate, table
 from fasttrain.learners.actors import PolicyActor
 from fasttrain.models import make_policy
-from fasttrain.runner import run
+from fasttrain.run.checkpoint import load_agent
+from fasttrain.run.runner import run
 from tests.cli import cli_in_process
 
 PARAMS = {"observe_velocity": False}  # the game a recurrent core is for

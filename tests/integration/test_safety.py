@@ -2,7 +2,7 @@
 careless user can type ends in one line.
 
 Every command that reads a checkpoint (``run --resume``, ``eval``, ``play`` with a folder or a
-file, ``checkpoint inspect``) must refuse a hostile one (``tests/fasttrain/test_checkpoint.py``
+file, ``checkpoint inspect``) must refuse a hostile one (``tests/fasttrain/run/test_checkpoint.py``
 builds them and gives them to every reader of the API) in one line with the marker never made.
 """
 
@@ -24,11 +24,11 @@ import torch
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import checkpoint
-from fasttrain.checkpoint import load_agent
 from fasttrain.cli import main
 from fasttrain.errors import ConfigError, RunError
-from fasttrain.rundir import RunLock, open_text, temp_path, write_atomic
+from fasttrain.run import checkpoint
+from fasttrain.run.checkpoint import load_agent
+from fasttrain.run.rundir import RunLock, open_text, temp_path, write_atomic
 from tests.cli import ROOT, cli_in_process, one_line, start_cli
 from tests.fasttrain.test_checkpoint import HOSTILE, TINY
 
@@ -160,8 +160,8 @@ def test_a_lock_or_metrics_csv_that_is_a_symlink_is_refused_and_its_target_kept(
 
 def test_a_wandb_id_that_is_not_an_id_is_refused_before_wandb_starts(tmp_path):
     pytest.importorskip("wandb")
-    from fasttrain.config import LogConfig
-    from fasttrain.dashboards import WandB
+    from fasttrain.config.resolve import LogConfig
+    from fasttrain.run.dashboards import WandB
 
     (tmp_path / "wandb_id").write_text("../../../evil-id\n")
     with pytest.raises(ConfigError, match=r"not a W&B run id"):

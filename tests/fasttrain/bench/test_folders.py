@@ -12,7 +12,7 @@ import pytest
 from fasttrain.bench import learning
 from fasttrain.bench.folders import BrokenRun, foreign, read_rows, read_summary, set_aside
 from fasttrain.errors import RunError
-from fasttrain.rundir import RunLock
+from fasttrain.run.rundir import RunLock
 
 SETS = [
     "game.snake.height=6",

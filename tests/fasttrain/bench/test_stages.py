@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from fasttrain import config as cfg
 from fasttrain.bench import measure, stages
 from fasttrain.bench.plan import make_plan
 from fasttrain.bench.report import Results, machine_info, report, target_run
 from fasttrain.bench.stages import targets_stage
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import RunError
 from tests.fasttrain.bench.plans import cartpole_plan, env_plan, target_plan, train_plan
 

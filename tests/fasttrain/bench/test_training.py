@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fasttrain import config as cfg
 from fasttrain import device as devices
 from fasttrain.bench import training
+from fasttrain.config import resolve as cfg
 from fasttrain.learners import LEARNERS
 
 

@@ -272,8 +272,8 @@ def test_short_ppo_run_on_gpu(tmp_path):
     import csv
     import math
 
-    from fasttrain import config as cfg
-    from fasttrain.runner import run
+    from fasttrain.config import resolve as cfg
+    from fasttrain.run.runner import run
 
     ppo = {"total_timesteps": 1_000_000}
     config = cfg.from_dict(
@@ -302,7 +302,7 @@ def test_first_ppo_iteration_on_the_gpu_matches_the_cpu(monkeypatch):
     and weight update within float tolerance."""
     import torch
 
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
     from fasttrain.learners.ppo import Trainer
 
     real_rand, real_randperm = torch.rand, torch.randperm
@@ -383,7 +383,7 @@ def test_gpu_rollout_makes_no_host_sync():
     mode alone does not."""
     import torch
 
-    from fasttrain import config as cfg
+    from fasttrain.config import resolve as cfg
     from fasttrain.learners.ppo import Trainer
 
     ppo = {"num_envs": 4096, "num_steps": 8, "num_minibatches": 1}

@@ -18,9 +18,9 @@ import torch
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import config as cfg
 from fasttrain import games
 from fasttrain.cli import main
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import ConfigError
 from fasttrain.kernels import GameSpec, KernelEnv, assert_backends_agree
 from fasttrain.kernels.env import shape_params

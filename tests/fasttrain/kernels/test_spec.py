@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy import zeros
 
-from fasttrain.configread import tomllib
+from fasttrain.config.read import tomllib
 from fasttrain.games.snake import SPEC, SnakeParams
 from tests.fasttrain.kernels.test_agents import COUNTER, COUNTER_WHOLE
 from tests.fasttrain.kernels.test_env import DIAL, MODES

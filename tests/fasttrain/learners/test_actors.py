@@ -4,7 +4,7 @@ likely action or seeded sample, and a recurrent policy's state per row."""
 import pytest
 import torch
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.learners.actors import PolicyActor, greedy_q_actor
 from fasttrain.models import make_policy
 

@@ -4,8 +4,8 @@ by the run's rows and network, and a resumed run's learning-rate schedule."""
 import pytest
 import torch
 
-from fasttrain import config as cfg
 from fasttrain import device as devices
+from fasttrain.config import resolve as cfg
 from fasttrain.learners import LEARNERS, base, context
 from fasttrain.learners.ppo import Trainer
 from tests.conftest import small_snake as small

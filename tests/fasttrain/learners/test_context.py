@@ -4,8 +4,8 @@ the run (one per core, one for small steps, networks initialised on one thread).
 import pytest
 import torch
 
-from fasttrain import config as cfg
 from fasttrain import device as devices
+from fasttrain.config import resolve as cfg
 from fasttrain.learners import context
 from fasttrain.learners.ppo import Trainer
 from tests.conftest import small_snake as small

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import fasttrain
-from fasttrain import checkpoint
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import RunError
 from fasttrain.learners.dqn import ReplayBuffer, Trainer, nstep_returns
-from fasttrain.runner import run
+from fasttrain.run import checkpoint
+from fasttrain.run.runner import run
 from tests.checkpoints import DELETE, write_mutated
 from tests.cli import cli_in_process
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.learners.dqn_config import DQNConfig, validate
 
 

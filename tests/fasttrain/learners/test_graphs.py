@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.learners import graphs, make_trainer
 from fasttrain.learners.ppo import Trainer
 from tests.conftest import small_snake

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError
 from fasttrain.learners.context import RunContext
@@ -26,7 +26,7 @@ from fasttrain.learners.optim import (
 )
 from fasttrain.learners.population import Population, build_members
 from fasttrain.models import make_policy
-from fasttrain.runner import run
+from fasttrain.run.runner import run
 from tests.conftest import small_snake as small
 
 

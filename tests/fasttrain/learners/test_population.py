@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import ConfigError
 from fasttrain.learners import make_trainer
 from fasttrain.learners import population as module
@@ -438,11 +438,11 @@ def test_a_member_state_that_does_not_fit_is_refused_in_one_line_and_changes_not
 def test_members_the_memory_cannot_hold_are_refused_in_one_line(algo, monkeypatch):
     """Every member's weights, gradients and Adam moments are checked before they are built:
     one network of the config needs ``weights`` bytes, 3 members 12x that; 11x is free."""
-    from fasttrain.learners import context
+    from fasttrain import device
 
     net = make_trainer(config(algo), quiet).network
     weights = sum(p.numel() * p.element_size() for p in net.parameters())
-    monkeypatch.setattr(context, "available_memory", lambda device: 11 * weights)
+    monkeypatch.setattr(device, "available_memory", lambda where: 11 * weights)
     words = r"the population's networks and Adam state \(3 members\) needs .* train fewer"
     with pytest.raises(ConfigError, match=words):
         population_of(configs(algo, (1, 2, 3)))

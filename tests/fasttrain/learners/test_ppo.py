@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from fasttrain import checkpoint
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import ConfigError
 from fasttrain.learners.ppo import Trainer
-from fasttrain.runner import run
+from fasttrain.run import checkpoint
+from fasttrain.run.runner import run
 from tests.cli import cli_in_process, header
 
 TINY = {

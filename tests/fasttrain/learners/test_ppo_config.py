@@ -2,9 +2,9 @@
 
 import pytest
 
+from fasttrain.config.sections import ModelConfig
 from fasttrain.errors import ConfigError
 from fasttrain.learners.ppo_config import PPOConfig, check_model, validate
-from fasttrain.sections import ModelConfig
 
 
 @pytest.mark.parametrize(

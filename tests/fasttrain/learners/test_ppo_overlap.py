@@ -10,13 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fasttrain import checkpoint
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.errors import RunError
 from fasttrain.learners import LEARNERS, make_trainer
 from fasttrain.learners.ppo import Trainer
 from fasttrain.learners.ppo_overlap import OverlapTrainer
-from fasttrain.runner import run
+from fasttrain.run import checkpoint
+from fasttrain.run.runner import run
 
 QUIET = dict(echo=lambda *_: None)
 

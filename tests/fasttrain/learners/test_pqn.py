@@ -19,14 +19,14 @@ import torch
 from click.testing import CliRunner
 
 import fasttrain
-from fasttrain import checkpoint
-from fasttrain import config as cfg
-from fasttrain.checkpoint import load_agent
 from fasttrain.cli import main
+from fasttrain.config import resolve as cfg
 from fasttrain.kernels.qlambda import qlambda
 from fasttrain.learners.pqn import Trainer, epsilon_at
 from fasttrain.learners.pqn_config import PQNConfig
-from fasttrain.runner import run
+from fasttrain.run import checkpoint
+from fasttrain.run.checkpoint import load_agent
+from fasttrain.run.runner import run
 from tests.cli import ROOT, cli_in_process
 from tests.fasttrain.test_learners import assert_same
 
@@ -134,7 +134,7 @@ def test_returns_are_q_lambda_of_the_rollout_with_truncation_from_final_obs():
 
 def test_a_bad_pqn_state_is_refused_on_resume_in_one_line(tmp_path):
     """The Q-network's weights and the observation the next rollout starts from are held
-    against the run's before anything loads (``fasttrain.savedstate``)."""
+    against the run's before anything loads (``fasttrain.learners.savedstate``)."""
     from fasttrain.errors import RunError
     from tests.checkpoints import write_mutated
 

@@ -3,7 +3,7 @@ into it, its bound returns kernel, and a rollout starting where the last one end
 
 import torch
 
-from fasttrain import config as cfg
+from fasttrain.config import resolve as cfg
 from fasttrain.learners import rollout
 from fasttrain.learners.rollout import new_rollout
 from fasttrain.vecenv import make

@@ -112,8 +112,8 @@ def learner(args: list[str]) -> str:
     """The learner a ``fasttrain run`` line trains: --algo, run.algo of --set or the --config
     file, else the game's preset's (its smoke settings go to that learner's section: another
     learner's would be refused)."""
-    from fasttrain import config as cfg
-    from fasttrain.presets import learner_of
+    from fasttrain.config import resolve as cfg
+    from fasttrain.config.presets import learner_of
 
     sets = [args[k + 1] for k, word in enumerate(args[:-1]) if word == "--set"]
     algo = _option(args, "--algo") or cfg.parse_set(sets).get("run", {}).get("algo")
@@ -180,8 +180,8 @@ def parse(args: list[str]) -> None:
     if name == "run" and not p["resume"]:
         run_config(RunRequest(**p))
     if name == "sweep":
-        from fasttrain import config as cfg
         from fasttrain import sweepfile
+        from fasttrain.config import resolve as cfg
 
         sweepfile.from_layers(cfg.user_layers(p["config_file"], p["sets"]), p["trials"], p["seed"])
 
@@ -204,13 +204,15 @@ def invoke(args: list[str]) -> str:
 
 def check_toml(block: Block) -> None:
     """A toml block loads as a config file (a sweep file where it has a [sweep] table)."""
-    from fasttrain import config as cfg
     from fasttrain import sweepfile
+    from fasttrain.config import resolve as cfg
 
     if block.text.lstrip().startswith(("--8<--", "# fragment")):
         return
     data = cfg.tomllib.loads(block.text)
-    if block.text.lstrip().startswith("# from:"):  # a preset file, fasttrain/presets/NAME.toml
+    if block.text.lstrip().startswith(
+        "# from:"
+    ):  # a preset file, fasttrain/config/presets/NAME.toml
         check_preset(block.text, next(iter(data.get("game", {"": None}))))
     elif "sweep" in data:
         sweepfile.from_layers([("toml block", data)])
@@ -223,8 +225,8 @@ def check_preset(text: str, game: str) -> None:
     tables and its [cuda] tables as config layers."""
     import tempfile
 
-    from fasttrain import config as cfg
-    from fasttrain import presets
+    from fasttrain.config import presets
+    from fasttrain.config import resolve as cfg
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{game}.toml"
