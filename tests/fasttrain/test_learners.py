@@ -423,7 +423,7 @@ def test_the_registry_imports_a_trainer_only_when_it_is_asked_for():
     probe = (
         "import sys\n"
         "from fasttrain.learners import LEARNERS\n"
-        "from fasttrain import config\n"
+        "from fasttrain.config import resolve as config\n"
         "config.check_layer({'ppo': {'num_envs': 8}, 'dqn': {'loss': 'huber'}})\n"
         "heavy = ('torch', 'numba', 'fasttrain.learners.ppo')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"

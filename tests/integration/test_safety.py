@@ -30,7 +30,7 @@ from fasttrain.run import checkpoint
 from fasttrain.run.checkpoint import load_agent
 from fasttrain.run.rundir import RunLock, open_text, temp_path, write_atomic
 from tests.cli import ROOT, cli_in_process, one_line, start_cli
-from tests.fasttrain.test_checkpoint import HOSTILE, TINY
+from tests.fasttrain.run.test_checkpoint import HOSTILE, TINY
 
 
 def sets(*extra: str) -> list[str]:

@@ -19,7 +19,7 @@ from fasttrain.run import checkpoint
 from fasttrain.run.runner import run as run_training
 from tests.checkpoints import DELETE, get, mutated, read, write_mutated
 from tests.cli import cli_in_process, one_line
-from tests.fasttrain.test_checkpoint import TINY
+from tests.fasttrain.run.test_checkpoint import TINY
 
 STEPS = "game.snake.ppo.total_timesteps=256"
 

@@ -18,7 +18,7 @@ from fasttrain.run.runner import (
     default_out,
     settings_line,
 )
-from tests.fasttrain.test_parts import boundary, trainer
+from tests.fasttrain.run.test_parts import boundary, trainer
 
 
 def test_a_stop_signal_ends_the_run_at_the_boundary_and_a_second_one_at_once():

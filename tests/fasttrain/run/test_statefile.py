@@ -12,7 +12,7 @@ import torch
 
 from fasttrain.errors import ConfigError
 from fasttrain.run import checkpoint, statefile
-from tests.fasttrain.test_checkpoint import with_header
+from tests.fasttrain.run.test_checkpoint import with_header
 
 
 def every_kind_of_leaf() -> dict:
