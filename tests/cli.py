@@ -11,6 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]  # the checkout under test, whatever the cwd
 
 
+def sets(*items: str) -> list[str]:
+    """``--set ITEM`` for each of ``items``: a command's settings, one per line of source."""
+    return [arg for item in items for arg in ("--set", item)]
+
+
 def start(*args, cwd=None, env=None) -> subprocess.Popen:
     """``python ARGS``, importing fasttrain from this checkout (``env``: more variables)."""
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])

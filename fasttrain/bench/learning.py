@@ -274,8 +274,14 @@ def read_or_train_population(configs: dict, folder: Path, budget_s, echo) -> lis
         return budget_s is not None and row["time_s"] >= budget_s
 
     resume = folder if all(saved) else None
-    run(first, out=None if resume else folder, resume=resume, echo=lambda *a, **k: None,
-        on_row=on_row, members=None if resume else members)  # fmt: skip
+    run(
+        first,
+        out=None if resume else folder,
+        resume=resume,
+        echo=lambda *a, **k: None,
+        on_row=on_row,
+        members=None if resume else members,
+    )
     try:
         return results()
     except BrokenRun as exc:
@@ -355,8 +361,10 @@ def run_suite(
         if as_population(mine, solo):
             found = read_or_train_population(mine, out / f"{name}-population", budget_s, echo)
         else:
-            found = [read_or_train(c, out / f"{name}-seed{s}", s, budget_s, echo)
-                     for s, c in mine.items()]  # fmt: skip
+            found = [
+                read_or_train(c, out / f"{name}-seed{s}", s, budget_s, echo)
+                for s, c in mine.items()
+            ]
         for result in found:
             echo(
                 f"  seed {result.seed}: final {REFERENCES[game].metric} {result.final:.2f} "

@@ -222,9 +222,12 @@ def rollout_cost(game: str, graph: bool, iterations: int = 20) -> dict:
     from fasttrain.learners import make_trainer
 
     config = cfg.from_dict(
-        {"run": {"device": "cuda", "cuda_graph": graph, "algo": "ppo"}, "game": {"name": game},
-         "log": {"progress": False}}
-    )  # fmt: skip
+        {
+            "run": {"device": "cuda", "cuda_graph": graph, "algo": "ppo"},
+            "game": {"name": game},
+            "log": {"progress": False},
+        }
+    )
     trainer = make_trainer(config, warn=lambda *_: None)
     for _ in range(3):  # eager warm-up, capture, first replay
         trainer.iterate()

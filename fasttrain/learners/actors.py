@@ -68,3 +68,29 @@ class PolicyActor:
                     "(its weights overflow float32); it cannot sample an action"
                 )
             return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+
+
+def actor_of(network, policy: bool):
+    """A learner's registered actor (``Learner.actor``) from its ``network(config, obs_shape,
+    obs_dtype, num_actions, obs_categories)`` builder: a ``PolicyActor`` of a policy (the most
+    likely action, or with ``greedy=False`` a sample seeded with ``seed``), the argmax of a
+    Q-network (which has no policy to sample: ``greedy`` and ``seed`` change nothing)."""
+
+    def actor(
+        config,
+        obs_shape,
+        obs_dtype,
+        num_actions,
+        model_state,
+        obs_categories=0,
+        greedy=True,
+        seed=0,
+    ):
+        built = network(config, obs_shape, obs_dtype, num_actions, obs_categories)
+        if not policy:
+            return greedy_q_actor(built, model_state)
+        built.load_state_dict(model_state)
+        built.eval()
+        return PolicyActor(built, greedy, seed)
+
+    return actor

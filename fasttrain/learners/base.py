@@ -16,6 +16,8 @@ A learner supplies its steps; ``TrainerBase`` owns the rest:
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -254,9 +256,15 @@ class TrainerBase:
         (``learners/graphs.py``); where they cannot be captured, one line says why and they
         run eagerly."""
         self.horizon_graph = rollout_graph(
-            self.config, self.device, self.rollout_steps, self.graph_key, streams, self.env,
-            warn, self.compile_mode,
-        )  # fmt: skip
+            self.config,
+            self.device,
+            self.rollout_steps,
+            self.graph_key,
+            streams,
+            self.env,
+            warn,
+            self.compile_mode,
+        )
         self.update_graph = setup_update_graph(self, self.minibatch_step, self.update_key, warn)
 
     def run_steps(self, slot) -> None:
@@ -398,3 +406,19 @@ class TrainerBase:
         if not getattr(args, "anneal_lr", False):
             return args.learning_rate
         return annealed(args.learning_rate, self.iteration, self.num_iterations)
+
+
+def update_rate(trainer, updates: int = 3) -> float:
+    """Samples/s of a rollout learner's update alone (``Learner.ceiling`` of PPO and PQN): the
+    same update, every epoch and minibatch of the loss, backward and optimizer step, on the
+    trainer's rollout storage, without the rollout."""
+    if trainer.global_step == 0:  # storage to learn from
+        trainer.iterate()
+    trainer.update()  # warm-up
+    iteration = trainer.iteration
+    start = time.perf_counter()
+    for _ in range(updates):
+        trainer.update()
+    seconds_per_update = (time.perf_counter() - start) / updates
+    trainer.iteration = iteration  # the schedules did not move
+    return trainer.batch_size / seconds_per_update

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
 from fasttrain.learners import savedstate
-from fasttrain.learners.actors import greedy_q_actor
+from fasttrain.learners.actors import actor_of
 from fasttrain.learners.base import TrainerBase, check_memory
 from fasttrain.learners.compile import CompiledStep, call_module
 from fasttrain.learners.context import warn_once
@@ -301,15 +301,8 @@ class Trainer(TrainerBase):
 
     def make_q_network(self):
         env = self.env
-        return make_q_network(
-            env.obs_shape,
-            env.obs_dtype,
-            env.num_actions,
-            self.config.model,
-            self.device,
-            self.args.dueling,
-            env.spec.obs_categories,
-        )
+        shapes = (env.obs_shape, env.obs_dtype, env.num_actions, env.spec.obs_categories)
+        return network(self.config, *shapes, self.device)
 
     def describe(self) -> str:
         args = self.args
@@ -465,24 +458,16 @@ class Trainer(TrainerBase):
         self.buffer.load_state_dict(state["replay"])
 
 
-def actor(
-    config,
-    obs_shape,
-    obs_dtype,
-    num_actions: int,
-    model_state: dict,
-    obs_categories: int = 0,
-    greedy: bool = True,
-    seed: int = 0,
-):
-    """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval);
-    a Q-network has no policy to sample, so ``greedy`` and ``seed`` change nothing."""
+def network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
+    """DQN's network for observations of ``obs_shape`` and ``obs_dtype``: a Q-network, with
+    dueling heads where ``dqn.dueling``."""
     dueling = config.learner.dueling
-    q_network = make_q_network(
-        obs_shape, obs_dtype, num_actions, config.model, dueling=dueling,
-        obs_categories=obs_categories,
-    )  # fmt: skip
-    return greedy_q_actor(q_network, model_state)
+    return make_q_network(
+        obs_shape, obs_dtype, num_actions, config.model, device, dueling, obs_categories
+    )
+
+
+actor = actor_of(network, policy=False)  # play and eval: the argmax of the Q-values
 
 
 # ------------------------------------------------------------------------------- BENCHMARK

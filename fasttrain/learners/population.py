@@ -357,8 +357,12 @@ class Members:
     def build(self, make, eps: float):
         M, one = self.num_members, build_members(make, self.seeds[:1])[0]
         size = sum(p.numel() * p.element_size() for p in one.parameters())
-        check_memory(4 * M * size, f"the population's networks and Adam state ({M} members)",
-                     self.device, "train fewer members or a smaller [model]")  # fmt: skip
+        check_memory(
+            4 * M * size,
+            f"the population's networks and Adam state ({M} members)",
+            self.device,
+            "train fewer members or a smaller [model]",
+        )
         networks = build_members(make, self.seeds)
         self.template = networks[0]  # a solo network: what a member's saved weights fit
         population = Population(networks)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from fasttrain.errors import ConfigError
 from fasttrain.learners import distributed, rollout
-from fasttrain.learners.actors import PolicyActor
+from fasttrain.learners.actors import actor_of
 from fasttrain.learners.base import TrainerBase, annealed, check_memory
 from fasttrain.learners.compile import (
     DEFER_SHARE,
@@ -167,13 +167,13 @@ class Trainer(TrainerBase):
 
     def make_policy(self):
         env = self.env
-        return make_policy(
+        return network(
+            self.config,
             env.obs_shape,
             env.obs_dtype,
             env.num_actions,
-            self.config.model,
-            self.device,
             env.spec.obs_categories,
+            self.device,
         )
 
     def plan_minibatches(self) -> None:
@@ -538,39 +538,9 @@ class Trainer(TrainerBase):
         super().check_member_state(k, state)
 
 
-def actor(
-    config,
-    obs_shape,
-    obs_dtype,
-    num_actions: int,
-    model_state: dict,
-    obs_categories: int = 0,
-    greedy: bool = True,
-    seed: int = 0,
-) -> PolicyActor:
-    """The ``PolicyActor`` of trained weights: the most likely action, or with
-    ``greedy=False`` a sample of the policy (seeded with ``seed``)."""
-    policy = make_policy(
-        obs_shape, obs_dtype, num_actions, config.model, obs_categories=obs_categories
-    )
-    policy.load_state_dict(model_state)
-    policy.eval()
-    return PolicyActor(policy, greedy, seed)
+def network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
+    """PPO's network for observations of ``obs_shape`` and ``obs_dtype``: an actor-critic."""
+    return make_policy(obs_shape, obs_dtype, num_actions, config.model, device, obs_categories)
 
 
-# ------------------------------------------------------------------------------- BENCHMARK
-
-
-def ceiling(trainer: Trainer, updates: int = 3) -> float:
-    """Samples/s of the update alone: the same PPO update (every epoch and minibatch of the
-    loss, backward and optimizer step) on the trainer's rollout storage, without the rollout."""
-    if trainer.global_step == 0:  # storage to learn from
-        trainer.iterate()
-    trainer.update()  # warm-up
-    iteration = trainer.iteration
-    start = time.perf_counter()
-    for _ in range(updates):
-        trainer.update()
-    seconds_per_update = (time.perf_counter() - start) / updates
-    trainer.iteration = iteration  # the learning-rate schedule did not move
-    return trainer.batch_size / seconds_per_update
+actor = actor_of(network, policy=True)  # play and eval: the most likely action, or a sample

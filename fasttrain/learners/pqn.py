@@ -18,7 +18,7 @@ import time
 import torch
 
 from fasttrain.learners import rollout
-from fasttrain.learners.actors import greedy_q_actor
+from fasttrain.learners.actors import actor_of
 from fasttrain.learners.base import TrainerBase, check_memory
 from fasttrain.learners.compile import CompiledStep, call_module
 from fasttrain.learners.context import warn_once
@@ -94,15 +94,8 @@ class Trainer(TrainerBase):
 
     def make_q_network(self):
         env = self.env
-        return make_q_network(
-            env.obs_shape,
-            env.obs_dtype,
-            env.num_actions,
-            self.config.model,
-            self.device,
-            obs_categories=env.spec.obs_categories,
-            layer_norm=self.args.layer_norm,
-        )
+        shapes = (env.obs_shape, env.obs_dtype, env.num_actions, env.spec.obs_categories)
+        return network(self.config, *shapes, self.device)
 
     # --------------------------------------------------------------------------- ROLLOUT
 
@@ -241,42 +234,19 @@ class Trainer(TrainerBase):
         return {"next_obs": self.storage.obs[0]}
 
 
-def actor(
-    config,
-    obs_shape,
-    obs_dtype,
-    num_actions: int,
-    model_state: dict,
-    obs_categories: int = 0,
-    greedy: bool = True,
-    seed: int = 0,
-):
-    """A greedy ``obs -> actions`` callable from trained Q-network weights (play and eval);
-    a Q-network has no policy to sample, so ``greedy`` and ``seed`` change nothing."""
-    q_network = make_q_network(
+def network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
+    """PQN's network for observations of ``obs_shape`` and ``obs_dtype``: a Q-network with a
+    LayerNorm after each hidden layer where ``pqn.layer_norm``."""
+    layer_norm = config.learner.layer_norm
+    return make_q_network(
         obs_shape,
         obs_dtype,
         num_actions,
         config.model,
+        device,
         obs_categories=obs_categories,
-        layer_norm=config.learner.layer_norm,
+        layer_norm=layer_norm,
     )
-    return greedy_q_actor(q_network, model_state)
 
 
-# ------------------------------------------------------------------------------- BENCHMARK
-
-
-def ceiling(trainer: Trainer, updates: int = 3) -> float:
-    """Samples/s of the update alone: every epoch and minibatch of the regression (forward,
-    backward, optimizer step) on the trainer's rollout storage, without the rollout."""
-    if trainer.global_step == 0:  # storage to learn from
-        trainer.iterate()
-    trainer.update()  # warm-up
-    iteration = trainer.iteration
-    start = time.perf_counter()
-    for _ in range(updates):
-        trainer.update()
-    seconds_per_update = (time.perf_counter() - start) / updates
-    trainer.iteration = iteration  # the schedules did not move
-    return trainer.batch_size / seconds_per_update
+actor = actor_of(network, policy=False)  # play and eval: the argmax of the Q-values

@@ -388,9 +388,13 @@ def load_agent(path, game: str | None = None, greedy: bool = True, seed: int = 0
         if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
             options = {k: v for k, v in options.items() if k in accepted}
         act = actor(
-            config, spec.obs_shape(params), spec.obs_dtype, spec.actions(params), state["model"],
+            config,
+            spec.obs_shape(params),
+            spec.obs_dtype,
+            spec.actions(params),
+            state["model"],
             **options,
-        )  # fmt: skip
+        )
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         # load_state_dict lists every mismatch over many lines; the first says enough
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]

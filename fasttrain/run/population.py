@@ -48,8 +48,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             else:
                 seeds.append(int(part))
         except ValueError:
-            raise ConfigError(f"--seeds {text!r}: {part!r} is not a seed or a range; "
-                              f"{SEEDS_FORM}") from None  # fmt: skip
+            raise ConfigError(
+                f"--seeds {text!r}: {part!r} is not a seed or a range; {SEEDS_FORM}"
+            ) from None
         if len(seeds) > MAX_MEMBERS:
             raise ConfigError(f"--seeds {text!r}: more than {MAX_MEMBERS} members")
     for seed in seeds:
@@ -129,8 +130,9 @@ def saved_members(folder) -> list[Member]:
     path = Path(folder) / POPULATION_FILE
     try:
         entries = json.loads(path.read_text())["members"]
-        members = [Member(str(e["dir"]), int(e["seed"]), tuple(map(str, e["sets"])))
-                   for e in entries]  # fmt: skip
+        members = [
+            Member(str(e["dir"]), int(e["seed"]), tuple(map(str, e["sets"]))) for e in entries
+        ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path} is not a population's file: {exc}") from None
     for m in members:

@@ -417,8 +417,17 @@ def _train(plan: Plan, trainer, runs: list, curriculum, echo, ranks) -> Outcome:
     first_step, stopped_by, line = trainer.global_step, None, PopulationLine(trainer, every)
 
     def summarize(k: int) -> dict:
-        return summary(plan, views[k], runs[k], every[k], first_step, stopped_by, curriculum,
-                        ranks, k in diverged)  # fmt: skip
+        return summary(
+            plan,
+            views[k],
+            runs[k],
+            every[k],
+            first_step,
+            stopped_by,
+            curriculum,
+            ranks,
+            k in diverged,
+        )
 
     stop = StopSignals(twice_stops_at_once=not ranks.enabled)
     try:

@@ -36,7 +36,7 @@ from fasttrain.learners.base import TrainerBase
 from fasttrain.models import make_policy
 from fasttrain.run import checkpoint
 from fasttrain.run.runner import run
-from tests.cli import ROOT
+from tests.cli import ROOT, sets
 
 BOARD = {"height": 6, "width": 6}
 
@@ -277,10 +277,7 @@ def test_bad_learner_settings_end_in_one_line(name, tmp_path):
 
     result = cli(
         "run",
-        "--set",
-        f"run.algo={name}",
-        "--set",
-        f"{name}.num_envs=0",
+        *sets(f"run.algo={name}", f"{name}.num_envs=0"),
         "--out",
         "never",
         cwd=tmp_path,

@@ -137,14 +137,18 @@ def test_a_population_sweep_trains_its_trials_side_by_side_each_with_its_values(
     in population-0000/), each trained with its sampled values and valued from its own rows;
     the third trial, alone, is a solo run."""
     out = tmp_path / "out"
-    result = invoke("--config", str(write(tmp_path, POPULATION)), "--out", str(out),
-                    "--population", "2")  # fmt: skip
+    result = invoke(
+        "--config", str(write(tmp_path, POPULATION)), "--out", str(out), "--population", "2"
+    )
     assert result.exit_code == 0, result.output
     assert "2 trials at a time as one population" in result.output
     rows = read_trials(out)
     assert [row["state"] for row in rows] == ["complete"] * 3
-    dirs = [out / "population-0000" / "trial-0000", out / "population-0000" / "trial-0001",
-            out / "trial-0002"]  # fmt: skip
+    dirs = [
+        out / "population-0000" / "trial-0000",
+        out / "population-0000" / "trial-0001",
+        out / "trial-0002",
+    ]
     population = json.loads((out / "population-0000" / "population.json").read_text())
     assert [m["dir"] for m in population["members"]] == ["trial-0000", "trial-0001"]
     factors = []
@@ -169,8 +173,7 @@ def test_a_population_sweep_trains_its_trials_side_by_side_each_with_its_values(
 def test_a_population_sweeps_trials_reach_their_target_and_stop_alone(tmp_path):
     text = TIME_TO_TARGET.format(trials=2)
     out = tmp_path / "out"
-    result = invoke("--config", str(write(tmp_path, text)), "--out", str(out),
-                    "--population", "2")  # fmt: skip
+    result = invoke("--config", str(write(tmp_path, text)), "--out", str(out), "--population", "2")
     assert result.exit_code == 0, result.output
     for row in read_trials(out):
         run_dir = out / "population-0000" / f"trial-{int(row['trial']):04d}"
@@ -186,8 +189,9 @@ def test_a_population_sweeps_trials_reach_their_target_and_stop_alone(tmp_path):
 @needs_optuna
 def test_a_population_sweep_of_a_setting_members_cannot_vary_is_one_line(tmp_path):
     out = tmp_path / "out"
-    result = invoke("--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out),
-                    "--population", "2")  # fmt: skip
+    result = invoke(
+        "--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out), "--population", "2"
+    )
     assert result.exit_code != 0
     assert one_line(result) == (
         "Error: sweep --population: members differ in ppo.update_epochs: a population's members "

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from fasttrain.cli import RunRequest, run_config
 from fasttrain.config import resolve as cfg
 from fasttrain.run import metrics
+from fasttrain.run.command import RunRequest, run_config
 from fasttrain.run.parts import Boundary, TimeLeft
 from fasttrain.run.runner import run
 from tests.cli import ROOT, header

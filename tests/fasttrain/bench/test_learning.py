@@ -14,19 +14,15 @@ from click.testing import CliRunner
 
 from fasttrain.bench import learning
 from fasttrain.cli import main
+from tests.cli import sets
 
-SMALL = [
-    "--set",
+SMALL = sets(
     "game.snake.ppo.num_envs=32",
-    "--set",
     "game.snake.ppo.num_steps=16",
-    "--set",
     "game.cartpole.ppo.num_envs=32",
-    "--set",
     "run.compile=off",
-    "--set",
     "model.hidden=32",
-]
+)
 
 
 @pytest.fixture(scope="module")
@@ -237,10 +233,19 @@ def test_each_game_trains_with_its_own_learner_unless_algo_names_one():
 def test_the_table_names_the_learner_of_each_game():
     def result(game, algo, seed):
         return learning.RunResult(
-            game=game, seed=seed, run_dir="", algo=algo, steps=10, seconds=1.0, sps=10.0,
-            final=float(seed), best=float(seed), to_reference={"50%": 1.0, "90%": None},
-            precision="fp32", curve=[],
-        )  # fmt: skip
+            game=game,
+            seed=seed,
+            run_dir="",
+            algo=algo,
+            steps=10,
+            seconds=1.0,
+            sps=10.0,
+            final=float(seed),
+            best=float(seed),
+            to_reference={"50%": 1.0, "90%": None},
+            precision="fp32",
+            curve=[],
+        )
 
     text = learning.table([result("minatar-seaquest", "pqn", 0), result("snake", "ppo", 1)])
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in text.splitlines()}
@@ -263,8 +268,11 @@ def test_a_games_seeds_train_as_one_population_and_the_table_says_so(tmp_path):
         assert summary["global_step"] == 2048 and summary["member"]["seed"] == seed
     data = json.loads((out / "learning.json").read_text())
     assert [(r["seed"], r["members"]) for r in data["runs"]] == [(0, 2), (1, 2)]
-    [row] = [line for line in (out / "learning.md").read_text().splitlines()
-             if line.startswith("| cartpole")]  # fmt: skip
+    [row] = [
+        line
+        for line in (out / "learning.md").read_text().splitlines()
+        if line.startswith("| cartpole")
+    ]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[11] == "one population of 2"
     assert float(cells[12]) == pytest.approx(max(r["seconds"] for r in data["runs"]), abs=0.51)

@@ -85,8 +85,15 @@ def test_speedups_are_over_the_baseline_of_the_same_game():
 
 def test_sb3_speedups_need_both_to_reach_the_same_target():
     def row(game, learner, target, seconds, **extra):
-        return {"game": game, "learner": learner, "metric": "return", "target": target,
-                "seconds_median": seconds, "speedup_vs_sb3": None, **extra}  # fmt: skip
+        return {
+            "game": game,
+            "learner": learner,
+            "metric": "return",
+            "target": target,
+            "seconds_median": seconds,
+            "speedup_vs_sb3": None,
+            **extra,
+        }
 
     ours, slow, other = (
         row("cartpole", "ppo", 475.0, 10.0),
@@ -133,11 +140,26 @@ def test_tables_right_align_numbers_and_left_align_text():
     rows = [make_row("snake", "env", "cpu", 8, [1500.0], "x")]
     rows[0]["speedup_vs_baseline"] = 12.345
     lines = results_table(rows).splitlines()
-    assert lines[0].split() == ["game", "kind", "backend", "num_envs", "SPS", "median", "min",
-                                "max", "speedup", "note"]  # fmt: skip
+    assert lines[0].split() == [
+        "game",
+        "kind",
+        "backend",
+        "num_envs",
+        "SPS",
+        "median",
+        "min",
+        "max",
+        "speedup",
+        "note",
+    ]
     assert lines[1].split() == ["snake", "env", "cpu", "8", "1.5k", "1.5k", "1.5k", "12.3x", "x"]
-    compiled = {"game": "snake", "backend": "cpu", "cold_first_step_s": 12.345,
-                "warm_first_step_s": 0.5, "warm_import_s": 1.25}  # fmt: skip
+    compiled = {
+        "game": "snake",
+        "backend": "cpu",
+        "cold_first_step_s": 12.345,
+        "warm_first_step_s": 0.5,
+        "warm_import_s": 1.25,
+    }
     assert compile_table([compiled]).splitlines()[1].split()[:4] == [
         "snake",
         "cpu",
@@ -190,8 +212,14 @@ def test_report_prints_and_writes_every_figure_with_its_speedups(tmp_path, capsy
         make_row("cartpole", "env", "cpu", 256, [4000.0, 5000.0]),
     ]
     results.skip("compile", "left out")
-    machine = {"cpu": "Test CPU", "cpu_count": 2, "cpu_affinity": 2, "gpu": None,
-               "load_average_at_start": [1.5, 1.0, 1.0], "threads": {"numba": 1}}  # fmt: skip
+    machine = {
+        "cpu": "Test CPU",
+        "cpu_count": 2,
+        "cpu_affinity": 2,
+        "gpu": None,
+        "load_average_at_start": [1.5, 1.0, 1.0],
+        "threads": {"numba": 1},
+    }
     report(plan, results, machine, started=0.0)
     out = capsys.readouterr().out
     assert out.startswith("\nfasttrain bench on Test CPU (2 cores, 1 threads, GPU: none)")

@@ -65,8 +65,13 @@ def test_gpu_goals_store_and_save_each_figure_as_it_comes(monkeypatch):
 
         return figure
 
-    for name in ("rollout_cost", "env_kernel_cost", "time_to_score", "gpu_busy_share",
-                 "population_cost"):  # fmt: skip
+    for name in (
+        "rollout_cost",
+        "env_kernel_cost",
+        "time_to_score",
+        "gpu_busy_share",
+        "population_cost",
+    ):
         monkeypatch.setattr(scale, name, fake(name))
     monkeypatch.setattr(scale, "large_batch_sps", fake("large", fail=True))
     saved = []
@@ -79,8 +84,11 @@ def test_gpu_goals_store_and_save_each_figure_as_it_comes(monkeypatch):
     assert out["rollout_cost"]["snake"]["eager"]["graph"] is False
     assert out["time_to_score"]["minatar-breakout"]["eager"]["from"] == "time_to_score"
     assert out["population"]["minatar-breakout"]["from"] == "population_cost"
-    assert out["ppo_large_batch"] == {"num_envs": scale.LARGE_BATCH_ENVS, "graph": None,
-                                      "eager": None}  # fmt: skip
+    assert out["ppo_large_batch"] == {
+        "num_envs": scale.LARGE_BATCH_ENVS,
+        "graph": None,
+        "eager": None,
+    }
     assert skipped == {
         "ppo_large_batch (graph)": "RuntimeError: out of memory",
         "ppo_large_batch (eager)": "RuntimeError: out of memory",

@@ -253,11 +253,23 @@ def test_cartpole_has_a_row_at_pufferlibs_settings(monkeypatch):
 
     monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # eager: no compile in a test
     plan = make_plan(
-        game_names=("cartpole",), device="cpu", num_envs=None, backend_names=(), quick=False,
-        json_path=None, plot_path=None, threads=1, repeats=1, seconds=0.05,
-        train_iterations=1, train_num_envs=8, targets=False, targets_only=False, cores=(),
+        game_names=("cartpole",),
+        device="cpu",
+        num_envs=None,
+        backend_names=(),
+        quick=False,
+        json_path=None,
+        plot_path=None,
+        threads=1,
+        repeats=1,
+        seconds=0.05,
+        train_iterations=1,
+        train_num_envs=8,
+        targets=False,
+        targets_only=False,
+        cores=(),
         seed=0,
-    )  # fmt: skip
+    )
     results = Results()
     stages.training_stage(plan, results, "cartpole")
     quick = Results()  # --quick leaves the row at other settings out
@@ -290,7 +302,7 @@ def fake_runs(*figures):
             "batch_size": 128,
             "gpu_mem_bytes": None,
             "core": "none",
-        }  # fmt: skip
+        }
         for sps, ceiling in figures
     ]
 
@@ -424,10 +436,12 @@ def test_the_targets_stage_says_why_a_game_has_no_rows(tmp_path, monkeypatch):
     targets_stage(plan, results)
     assert results.targets == [] and called == []
     assert results.skipped == [
-        {"what": "targets snake", "reason": "left out with --quick: each run takes minutes "
-         "(run without --quick)"},
+        {
+            "what": "targets snake",
+            "reason": "left out with --quick: each run takes minutes (run without --quick)",
+        },
         {"what": "targets arena", "reason": "no target is set for arena"},
-    ]  # fmt: skip
+    ]
     off = Results()
     targets_stage(cartpole_plan(tmp_path, game_names=("arena",), targets=False), off)
     assert off.skipped == [] and off.targets == []

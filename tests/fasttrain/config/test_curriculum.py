@@ -157,7 +157,7 @@ BAD = [
             "params = { num_bots = 2 }\npromote_at = 2.0",
         ),
         ["curriculum stage 2 is the last stage", "no promote_at"],
-    ),  # fmt: skip
+    ),
     (
         stage_tables("params = { num_bots = 1 }\npromote_at = 1.0"),
         ["curriculum stage 1 is the last stage"],
@@ -416,10 +416,14 @@ def test_min_steps_forces_the_promotion_iteration(algo, tmp_path, monkeypatch):
     size = iteration_steps(algo)
     stages = [
         # any mean promotes, but not before 2.5 iterations of steps: after iteration 3
-        {"params": {"num_bots": 1}, "promote_at": -1e9, "promote_episodes": 1,
-         "min_steps": int(2.5 * size)},
+        {
+            "params": {"num_bots": 1},
+            "promote_at": -1e9,
+            "promote_episodes": 1,
+            "min_steps": int(2.5 * size),
+        },
         {"params": {"num_bots": 2, "bot_policy": "cautious"}},
-    ]  # fmt: skip
+    ]
     made = recording(monkeypatch, algo)
     out = tmp_path / algo
     run(arena_config(5 * size, stages, algo), out=out, echo=quiet)

@@ -341,8 +341,15 @@ def test_observation_at_the_wall_and_own_versus_other():
 
 def test_food_without_room_spawns_first_thing_next_step(backend):
     """An inside of 3 rows (2..4) by 2 columns (2..3), full."""
-    env = make(backend, width=6, height=7, num_food=3, leave_corpse_on_death=False,
-               reward_food=0.5, reward_death=-2.5)  # fmt: skip
+    env = make(
+        backend,
+        width=6,
+        height=7,
+        num_food=3,
+        leave_corpse_on_death=False,
+        reward_food=0.5,
+        reward_death=-2.5,
+    )
     place(env, [[(2, 2)], [(4, 2), (4, 3)]], food=[(2, 3), (3, 2), (3, 3)])
     # snake 0 eats with no free cell for the new food; snake 1 then dies into the bottom wall
     assert step(env, RIGHT, DOWN) == [(0.5, False, False), (-2.5, True, False)]
@@ -362,8 +369,17 @@ def test_food_without_room_spawns_first_thing_next_step(backend):
 
 
 def test_food_count_and_bodies_stay_consistent_under_random_play():
-    env = fasttrain.make("arena", num_envs=8, backend="cpu", seed=3, width=10, height=10,
-                         vision=2, num_snakes=3, num_food=5)  # fmt: skip
+    env = fasttrain.make(
+        "arena",
+        num_envs=8,
+        backend="cpu",
+        seed=3,
+        width=10,
+        height=10,
+        vision=2,
+        num_snakes=3,
+        num_food=5,
+    )
     st, gen = env.state, np.random.default_rng(4)
     border = np.ones((10, 10), bool)
     border[2:8, 2:8] = False
@@ -447,9 +463,13 @@ def test_render_draws_the_map():
 
 @pytest.mark.parametrize(
     "height, width, head, top_left",
-    [(60, 60, (30, 40), (6, 12)), (60, 60, (3, 3), (0, 0)), (60, 60, (57, 57), (12, 12)),
-     (20, 60, (10, 40), (0, 12))],
-)  # fmt: skip
+    [
+        (60, 60, (30, 40), (6, 12)),
+        (60, 60, (3, 3), (0, 0)),
+        (60, 60, (57, 57), (12, 12)),
+        (20, 60, (10, 40), (0, 12)),
+    ],
+)
 def test_render_crops_a_large_map_around_snake_0(height, width, head, top_left):
     env = make("cpu", height=height, width=width)
     tail = (head[0], head[1] - 1)
@@ -471,11 +491,31 @@ def test_render_crops_a_large_map_around_snake_0(height, width, head, top_left):
 # ------------------------------------------------------------------------------- state from a file
 
 PLAYED = [  # full-length snakes and a bot slot never used / crowded maps, waiting snakes, time-outs
-    dict(width=8, height=8, vision=1, num_snakes=3, num_food=6, max_snake_length=5, max_bots=2,
-         num_bots=1, bot_policy="random"),
-    dict(width=7, height=7, vision=1, num_snakes=4, num_food=10, max_snake_length=16, max_bots=3,
-         num_bots=3, bot_policy="cautious", max_episode_steps=30, leave_corpse_on_death=False),
-]  # fmt: skip
+    dict(
+        width=8,
+        height=8,
+        vision=1,
+        num_snakes=3,
+        num_food=6,
+        max_snake_length=5,
+        max_bots=2,
+        num_bots=1,
+        bot_policy="random",
+    ),
+    dict(
+        width=7,
+        height=7,
+        vision=1,
+        num_snakes=4,
+        num_food=10,
+        max_snake_length=16,
+        max_bots=3,
+        num_bots=3,
+        bot_policy="cautious",
+        max_episode_steps=30,
+        leave_corpse_on_death=False,
+    ),
+]
 
 
 @pytest.mark.parametrize("params", PLAYED)

@@ -320,10 +320,13 @@ def test_first_ppo_iteration_on_the_gpu_matches_the_cpu(monkeypatch):
     def trainer(device):
         ppo = {"num_envs": 256, "num_steps": 16, "num_minibatches": 2, "update_epochs": 2}
         config = cfg.from_dict(
-            {"run": {"device": device, "compile": "off", "amp": "off", "seed": 3},
-             "model": {"kind": "mlp"}, "log": {"progress": False},
-             "game": {"snake": {"ppo": ppo}}}
-        )  # fmt: skip
+            {
+                "run": {"device": device, "compile": "off", "amp": "off", "seed": 3},
+                "model": {"kind": "mlp"},
+                "log": {"progress": False},
+                "game": {"snake": {"ppo": ppo}},
+            }
+        )
         return Trainer(config, warn=lambda *_: None)
 
     cpu, gpu = trainer("cpu"), trainer("cuda")
@@ -388,9 +391,12 @@ def test_gpu_rollout_makes_no_host_sync():
 
     ppo = {"num_envs": 4096, "num_steps": 8, "num_minibatches": 1}
     config = cfg.from_dict(
-        {"run": {"device": "cuda", "compile": "off"}, "log": {"progress": False},
-         "game": {"snake": {"ppo": ppo}}}
-    )  # fmt: skip
+        {
+            "run": {"device": "cuda", "compile": "off"},
+            "log": {"progress": False},
+            "game": {"snake": {"ppo": ppo}},
+        }
+    )
     trainer = Trainer(config, warn=lambda *_: None)
     trainer.rollout()  # warm-up: compile and allocate
     torch.cuda.synchronize()

@@ -18,22 +18,21 @@ import torch
 from fasttrain.learners import distributed
 from fasttrain.learners.ranks import Ranks
 from fasttrain.run import checkpoint
-from tests.cli import ROOT, cli_in_process
+from tests.cli import ROOT, cli_in_process, sets
 
-PPO_SETS = [
-    "--set", "game.cartpole.ppo.num_envs=16",
-    "--set", "game.cartpole.ppo.num_steps=16",
-    "--set", "game.cartpole.ppo.num_minibatches=2",
-    "--set", "game.cartpole.ppo.anneal_lr=false",  # the same schedule in the half run
-]  # fmt: skip
-SETS = [
-    "--game", "cartpole",
-    "--set", "model.hidden=16",
-    "--set", "log.curves=false",
-    "--set", "log.progress=false",
-    "--set", "run.dist_timeout_s=30",
-    "--set", "run.compile=off",  # not the runs of 10**9 steps that stand for "until stopped"
-]  # fmt: skip
+PPO_SETS = sets(
+    "game.cartpole.ppo.num_envs=16",
+    "game.cartpole.ppo.num_steps=16",
+    "game.cartpole.ppo.num_minibatches=2",
+    "game.cartpole.ppo.anneal_lr=false",  # the same schedule in the half run
+)
+SETS = ["--game", "cartpole"] + sets(
+    "model.hidden=16",
+    "log.curves=false",
+    "log.progress=false",
+    "run.dist_timeout_s=30",
+    "run.compile=off",  # not the runs of 10**9 steps that stand for "until stopped"
+)
 STEPS_PER_ITERATION = 16 * 16 * 2  # envs x steps x ranks
 VOLATILE = ("time_s", "sps")  # columns that depend on timing
 
@@ -84,10 +83,10 @@ def runs(tmp_path_factory):
     half = launch("--steps", str(4 * STEPS_PER_ITERATION), "--out", str(root / "resumed"))
     results = {"straight": finish(straight), "half": finish(half)}
     resume = launch("--resume", str(root / "resumed"), "--steps", total)
+    learning = sets("game.cartpole.dqn.learning_starts=1024")
     dqn = launch(
-        "--algo", "dqn", "--steps", total, "--out", str(root / "dqn"),
-        "--set", "game.cartpole.dqn.learning_starts=1024", learner=[],
-    )  # fmt: skip
+        "--algo", "dqn", "--steps", total, "--out", str(root / "dqn"), *learning, learner=[]
+    )
     results["resume"], results["dqn"] = finish(resume), finish(dqn)
     for name, result in results.items():
         if result.returncode != 0:  # the whole stderr: a rank's own last words come before

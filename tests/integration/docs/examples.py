@@ -168,7 +168,8 @@ def parse(args: list[str]) -> None:
     (click), and for ``run`` and ``sweep`` the config they would use."""
     import click
 
-    from fasttrain.cli import RunRequest, main, run_config
+    from fasttrain.cli import main
+    from fasttrain.run.command import RunRequest, run_config
 
     command, rest = main, list(args)
     while isinstance(command, click.Group):

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from tests.cli import sets
 from tests.integration.docs.examples import (
     ROOT,
     ExampleFailed,
@@ -73,14 +74,7 @@ def test_a_broken_example_names_its_file_and_line(tmp_path, monkeypatch):
 
 
 def test_long_commands_are_made_tiny_or_only_parsed():
-    smoke = [
-        "--set",
-        "ppo.num_envs=16",
-        "--set",
-        "ppo.num_steps=8",
-        "--set",
-        "ppo.num_minibatches=2",
-    ]
+    smoke = sets("ppo.num_envs=16", "ppo.num_steps=8", "ppo.num_minibatches=2")
     mode, args = tiny(["run", "--game", "snake"])
     assert mode == "run" and args[:7] == ["run", *smoke]
     assert args[-6:] == ["--game", "snake", "--steps", "256", "--set", "log.curves=false"]
