@@ -61,6 +61,9 @@ class TrainerBase:
     update_graph = None  # each minibatch step as a CUDA graph, or None
     rates_on_device = False  # the fused Adam reads its rate from a device tensor (cuda)
     compile_mode = "off"
+    member_dims = 0  # leading member axes of a minibatch's indices: none for one member
+    member_shape: tuple = ()  # the shape of a per-member value (a loss, a skip count)
+    optional_carried: tuple = ()  # carried keys an older checkpoint may lack
 
     def __init__(self, config, members=None):
         self.config, self.args = config, config.learner
@@ -83,7 +86,8 @@ class TrainerBase:
     # ------------------------------------------------------------------ WIDTH: one member
 
     def env_seeds(self):
-        """The environments' seeds: None, the run's (a population: each member's block)."""
+        """The environments' seeds: None for the run's own (a population: each member's, one
+        per block of envs)."""
         return None
 
     def member_generators(self) -> list[torch.Generator]:
@@ -117,10 +121,6 @@ class TrainerBase:
     def blocks(self, tensor: torch.Tensor, axis: int = 0) -> list[torch.Tensor]:
         """Each member's block of ``tensor`` along its rows' ``axis``."""
         return [tensor]
-
-    member_dims = 0  # leading member axes of a minibatch's indices: none for one member
-    member_shape: tuple = ()  # the shape of a per-member value (a loss, a skip count)
-    optional_carried: tuple = ()  # carried keys an older checkpoint may lack
 
     def member_axis(self, tensor: torch.Tensor) -> torch.Tensor:
         """A ``(M, ...)`` tensor as this run indexes it: one member drops the axis."""

@@ -291,7 +291,7 @@ class Trainer(TrainerBase):
         self.act_network = CompiledStep(
             call_module, self.q_network, self.compile_mode, warn, "the network"
         )
-        self.train_step = CompiledStep(Trainer._train_step, self, self.compile_mode, warn)
+        self.train_step = CompiledStep(Trainer.minibatch_step, self, self.compile_mode, warn)
 
     @property
     def network(self):
@@ -377,7 +377,7 @@ class Trainer(TrainerBase):
             buffer.update_priorities(slots, envs, td_errors)
         return stats
 
-    def _train_step(self, obs, actions, target, weights):
+    def minibatch_step(self, obs, actions, target, weights):
         """One optimizer step on a sampled batch (loss, backward, clipping, the step; skipped
         when not finite): ``([td_loss, mean q], td_errors)``, td_errors for prioritized replay
         only. ``run.compile`` compiles it."""

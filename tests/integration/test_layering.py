@@ -6,6 +6,7 @@ the learner side knows no run, the run knows nothing built on it (the CLI, bench
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tests.cli import ROOT
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
     """Every module of the package by its import name."""
     out = {}
@@ -46,6 +48,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
