@@ -31,7 +31,7 @@ from fasttrain import games
 from fasttrain.device import check_memory
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.rng import check_seeds
-from fasttrain.learners import LEARNERS, MAX_MEMBERS
+from fasttrain.learners import LEARNERS, MAX_MEMBERS, distributed
 from fasttrain.learners.context import one_torch_thread
 from fasttrain.learners.optim import PopulationAdam, adam
 
@@ -344,8 +344,6 @@ class Members:
         return list(self.seeds)
 
     def member_generators(self) -> list[torch.Generator]:
-        from fasttrain.learners import distributed
-
         return [
             torch.Generator(device=self.device).manual_seed(distributed.rank_seed(s, 0) % 2**63)
             for s in self.seeds
