@@ -71,10 +71,10 @@ class PolicyActor:
 
 
 def actor_of(network, policy: bool):
-    """A learner's registered actor (``Learner.actor``) from its ``network(config, obs_shape,
-    obs_dtype, num_actions, obs_categories)`` builder: a ``PolicyActor`` of a policy (the most
-    likely action, or with ``greedy=False`` a sample seeded with ``seed``), the argmax of a
-    Q-network (which has no policy to sample: ``greedy`` and ``seed`` change nothing)."""
+    """A learner's registered actor (``Learner.actor``) from its ``new_network(config,
+    obs_shape, obs_dtype, num_actions, obs_categories)`` builder: a ``PolicyActor`` of a policy
+    (the most likely action, or with ``greedy=False`` a sample seeded with ``seed``), the argmax
+    of a Q-network (which has no policy to sample: ``greedy`` and ``seed`` change nothing)."""
 
     def actor(
         config,

@@ -94,6 +94,14 @@ class TrainerBase:
         """Each member's sampling stream: a solo run's is its context's."""
         return [self.ctx.generator]
 
+    def make_network(self):
+        """A network of this run's shapes on its device, built by the learner's ``builder``
+        (its ``new_network(config, obs_shape, obs_dtype, num_actions, obs_categories,
+        device)``, which its play and eval actor builds with too)."""
+        env = self.env
+        shapes = (env.obs_shape, env.obs_dtype, env.num_actions, env.spec.obs_categories)
+        return self.builder(self.config, *shapes, self.device)
+
     def build(self, make, eps: float):
         """The trained network (``make()``, on one thread, as a solo run seeds it) and its
         optimizer (``{algo}.optimizer``, learning rate ``learning_rate``, ``eps``)."""

@@ -245,6 +245,18 @@ class ReplayBuffer:
             self.write_tree_rows(0, self.num_slots)
 
 
+def new_network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
+    """DQN's network for observations of ``obs_shape`` and ``obs_dtype``: a Q-network, with
+    dueling heads where ``dqn.dueling``."""
+    dueling = config.learner.dueling
+    return make_q_network(
+        obs_shape, obs_dtype, num_actions, config.model, device, dueling, obs_categories
+    )
+
+
+actor = actor_of(new_network, policy=False)  # play and eval: the argmax of the Q-values
+
+
 class Trainer(TrainerBase):
     """Holds the environment, Q-networks, optimizer and replay buffer of one DQN run.
 
@@ -255,7 +267,7 @@ class Trainer(TrainerBase):
     def __init__(self, config, warn=print, members=None):
         super().__init__(config, members)
         args, env = self.args, self.env
-        self.q_network, self.optimizer = self.build(self.make_q_network, eps=1e-8)
+        self.q_network, self.optimizer = self.build(self.make_network, eps=1e-8)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.batch_size = args.batch_size
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
@@ -298,11 +310,7 @@ class Trainer(TrainerBase):
         return self.q_network
 
     acting = network
-
-    def make_q_network(self):
-        env = self.env
-        shapes = (env.obs_shape, env.obs_dtype, env.num_actions, env.spec.obs_categories)
-        return network(self.config, *shapes, self.device)
+    builder = staticmethod(new_network)  # the network it trains and acts with
 
     def describe(self) -> str:
         args = self.args
@@ -456,18 +464,6 @@ class Trainer(TrainerBase):
         super().load_member(k, state)
         self.target_network.load_state_dict(state["target_model"])
         self.buffer.load_state_dict(state["replay"])
-
-
-def network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
-    """DQN's network for observations of ``obs_shape`` and ``obs_dtype``: a Q-network, with
-    dueling heads where ``dqn.dueling``."""
-    dueling = config.learner.dueling
-    return make_q_network(
-        obs_shape, obs_dtype, num_actions, config.model, device, dueling, obs_categories
-    )
-
-
-actor = actor_of(network, policy=False)  # play and eval: the argmax of the Q-values
 
 
 # ------------------------------------------------------------------------------- BENCHMARK

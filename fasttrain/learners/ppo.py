@@ -102,6 +102,14 @@ def normalised(advantages: torch.Tensor) -> torch.Tensor:
     return (advantages - mean) / (std + 1e-8)
 
 
+def new_network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
+    """PPO's network for observations of ``obs_shape`` and ``obs_dtype``: an actor-critic."""
+    return make_policy(obs_shape, obs_dtype, num_actions, config.model, device, obs_categories)
+
+
+actor = actor_of(new_network, policy=True)  # play and eval: the most likely action, or a sample
+
+
 # ------------------------------------------------------------------------------- SETUP
 
 
@@ -114,7 +122,7 @@ class Trainer(TrainerBase):
     def __init__(self, config, warn=print, members=None):
         super().__init__(config, members)
         args = self.args
-        self.policy, self.optimizer = self.build(self.make_policy, eps=1e-5)
+        self.policy, self.optimizer = self.build(self.make_network, eps=1e-5)
         self.batch_size = self.n * args.num_steps  # each member's, per rank
         self.minibatch_size = self.batch_size // args.num_minibatches
         self.num_iterations = max(1, args.total_timesteps // self.steps_per_iteration)
@@ -154,6 +162,8 @@ class Trainer(TrainerBase):
     def acting(self):
         return self.behaviour
 
+    builder = staticmethod(new_network)  # the network it trains and acts with
+
     def set_coef(self, tensor: torch.Tensor, fn) -> None:
         """Each member's coefficient ``fn(section)`` into ``tensor``, in place."""
         value = self.per_member(fn)
@@ -164,17 +174,6 @@ class Trainer(TrainerBase):
         (``ppo_overlap`` acts with a copy of the weights from before the update)."""
         self.behaviour, self.rollout_streams = self.policy, self.generators
         self.rollout_generator = self.rollout_streams[0]
-
-    def make_policy(self):
-        env = self.env
-        return network(
-            self.config,
-            env.obs_shape,
-            env.obs_dtype,
-            env.num_actions,
-            env.spec.obs_categories,
-            self.device,
-        )
 
     def plan_minibatches(self) -> None:
         """Gradient accumulation chunks and, for a recurrent policy, its sequences."""
@@ -536,11 +535,3 @@ class Trainer(TrainerBase):
                 f"checkpoint was written with ppo.overlap = {overlapped}; resume it with the same"
             )
         super().check_member_state(k, state)
-
-
-def network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
-    """PPO's network for observations of ``obs_shape`` and ``obs_dtype``: an actor-critic."""
-    return make_policy(obs_shape, obs_dtype, num_actions, config.model, device, obs_categories)
-
-
-actor = actor_of(network, policy=True)  # play and eval: the most likely action, or a sample

@@ -59,7 +59,7 @@ class OverlapTrainer(Trainer):
         if self.decoupled:  # the batch's log-probabilities under the weights the update starts at
             self.b_prox_logprobs = torch.zeros(self.batch_size, device=self.device)
         self.collected = False  # ``storage`` holds a rollout still to learn from
-        self.behaviour = self.make_policy()
+        self.behaviour = self.make_network()
         self.behaviour.requires_grad_(False)
         self.next_storage = self.new_rollout()
         seed = distributed.rank_seed(self.config.run.seed, self.ctx.ranks.rank) + 1

@@ -41,6 +41,24 @@ def epsilon_at(pqn: PQNConfig, iteration: int, num_iterations: int) -> float:
     return pqn.start_e + (pqn.end_e - pqn.start_e) * iteration / duration
 
 
+def new_network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
+    """PQN's network for observations of ``obs_shape`` and ``obs_dtype``: a Q-network with a
+    LayerNorm after each hidden layer where ``pqn.layer_norm``."""
+    layer_norm = config.learner.layer_norm
+    return make_q_network(
+        obs_shape,
+        obs_dtype,
+        num_actions,
+        config.model,
+        device,
+        obs_categories=obs_categories,
+        layer_norm=layer_norm,
+    )
+
+
+actor = actor_of(new_network, policy=False)  # play and eval: the argmax of the Q-values
+
+
 # ------------------------------------------------------------------------------- SETUP
 
 
@@ -50,7 +68,7 @@ class Trainer(TrainerBase):
 
     def __init__(self, config, warn=print, members=None):
         super().__init__(config, members)
-        self.q_network, self.optimizer = self.build(self.make_q_network, eps=1e-5)
+        self.q_network, self.optimizer = self.build(self.make_network, eps=1e-5)
         args, env = self.args, self.env
         self.batch_size = self.n * args.num_steps  # each member's, per rank
         self.minibatch_size = self.batch_size // args.num_minibatches
@@ -91,11 +109,7 @@ class Trainer(TrainerBase):
         return self.q_network
 
     acting = network
-
-    def make_q_network(self):
-        env = self.env
-        shapes = (env.obs_shape, env.obs_dtype, env.num_actions, env.spec.obs_categories)
-        return network(self.config, *shapes, self.device)
+    builder = staticmethod(new_network)  # the network it trains and acts with
 
     # --------------------------------------------------------------------------- ROLLOUT
 
@@ -232,21 +246,3 @@ class Trainer(TrainerBase):
     def carried(self) -> dict[str, torch.Tensor]:
         """Where the next rollout starts: its observations (the rollout is thrown away)."""
         return {"next_obs": self.storage.obs[0]}
-
-
-def network(config, obs_shape, obs_dtype, num_actions: int, obs_categories=0, device="cpu"):
-    """PQN's network for observations of ``obs_shape`` and ``obs_dtype``: a Q-network with a
-    LayerNorm after each hidden layer where ``pqn.layer_norm``."""
-    layer_norm = config.learner.layer_norm
-    return make_q_network(
-        obs_shape,
-        obs_dtype,
-        num_actions,
-        config.model,
-        device,
-        obs_categories=obs_categories,
-        layer_norm=layer_norm,
-    )
-
-
-actor = actor_of(network, policy=False)  # play and eval: the argmax of the Q-values
