@@ -43,10 +43,8 @@ def sets(*items: str) -> list[str]:
     return [arg for item in items for arg in ("--set", item)]
 
 
-# a 6x6 Snake, 16 envs, a 16-wide network, fp32 on one thread, no pictures
-SMALL = ["--num-envs", "16"] + sets(
-    "game.snake.height=6",
-    "game.snake.width=6",
+# a 16-wide network, fp32 on one thread, eager, no pictures: what every case shares
+COMMON = sets(
     "model.hidden=16",
     "run.amp='off'",
     "run.torch_threads=1",
@@ -55,6 +53,8 @@ SMALL = ["--num-envs", "16"] + sets(
     "log.progress=false",
     "run.compile='off'",
 )
+# a 6x6 Snake in 16 envs
+SMALL = ["--num-envs", "16", *sets("game.snake.height=6", "game.snake.width=6"), *COMMON]
 # 8 steps an iteration (128 agent steps), 2 minibatches, 2 epochs
 PPO = ["--game", "snake", "--algo", "ppo", *SMALL]
 PPO += sets("ppo.num_steps=8", "ppo.num_minibatches=2", "ppo.update_epochs=2")
@@ -65,7 +65,7 @@ DQN = ["--game", "snake", "--algo", "dqn", *SMALL, "--set", "dqn.num_envs=16"]
 DQN += sets("dqn.num_steps=8", "dqn.buffer_size=512", "dqn.learning_starts=128")
 DQN += sets("dqn.batch_size=32", "dqn.target_network_frequency=256", "dqn.n_step=3")
 # a 12x12 arena of 2 snakes in 4 envs, a random bot, then (at once) two greedy ones
-ARENA = ["--game", "arena", "--algo", "ppo", "--num-envs", "4"] + sets(
+ARENA = ["--game", "arena", "--algo", "ppo", "--num-envs", "4", *COMMON] + sets(
     "game.arena.width=12",
     "game.arena.height=12",
     "game.arena.num_snakes=2",
@@ -75,13 +75,6 @@ ARENA = ["--game", "arena", "--algo", "ppo", "--num-envs", "4"] + sets(
     "ppo.num_steps=8",
     "ppo.num_minibatches=2",
     "ppo.update_epochs=1",
-    "model.hidden=16",
-    "run.amp='off'",
-    "run.torch_threads=1",
-    "run.numba_threads=1",
-    "log.curves=false",
-    "log.progress=false",
-    "run.compile='off'",
     "curriculum.stage=[{params={num_bots=1, bot_policy='random'}, promote_at=-1.0, "
     "min_steps=128}, {params={num_bots=2, bot_policy='greedy'}}]",
 )
