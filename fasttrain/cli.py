@@ -148,8 +148,7 @@ def run(**options):
     try:
         start(request)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        startup.restore(previous)
 
 
 EXIT_CODES = startup.EXIT_CODES
@@ -477,6 +476,7 @@ def entry():
     """The ``fasttrain`` command: ``main`` with a Ctrl-C during start-up ending in one line,
     and an exit that a background compile still running cannot turn into an abort."""
     startup.release()  # the imports are done: each command takes the signals as it chooses
+    startup.hold()
     try:
         main()
         code = 0  # not reached: click's main ends in sys.exit
@@ -491,6 +491,8 @@ def entry():
     compiling = sys.modules.get("fasttrain.learners.compile")  # imported (with torch) by runs only
     if compiling is not None:
         compiling.exit_while_compiling(code or 0)
+    if code in EXIT_CODES.values():  # stopped by a signal, everything saved and said: leave
+        startup.leave(code)  # now, not after seconds of finalizing, which a second one would end
     sys.exit(code)
 
 

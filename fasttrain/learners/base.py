@@ -328,7 +328,11 @@ class TrainerBase:
         if len(states) != self.num_members:
             raise ConfigError(f"{len(states)} member states for {self.num_members} members")
         for k, state in enumerate(states):
-            self.check_member_state(k, state)
+            try:
+                self.check_member_state(k, state)
+            except ConfigError as exc:
+                exc.member = k  # the runner names the member in a population's line
+                raise
         steps = {(int(s["global_step"]), int(s["iteration"])) for s in states}
         if len(steps) != 1:
             raise ConfigError(

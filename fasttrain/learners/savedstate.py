@@ -230,6 +230,8 @@ def like(value, name: str, reference: torch.Tensor, below: int = 0) -> torch.Ten
         raise refuse(name, value, f"a {dtype} tensor of shape {tuple(reference.shape)}")
     if value.is_floating_point() and not torch.isfinite(value).all():
         raise refuse(name, value, "finite values")
+    if value.dtype == torch.bool and value.numel() and bool((value.view(torch.uint8) > 1).any()):
+        raise refuse(name, value, "true or false (bytes 0 and 1)")  # a crafted byte: 2..255
     if below and value.numel() and not bool(((value >= 0) & (value < below)).all()):
         raise refuse(name, value, f"values in [0, {below})")
     return value
@@ -351,6 +353,9 @@ def _setting(value, own, name: str) -> None:
             raise refuse(name, value, "a finite number >= 0")
 
 
+SQUARES = ("exp_avg_sq", "max_exp_avg_sq", "square_avg")  # Adam's, AMSGrad's, RMSprop's
+
+
 def _moment(value, shape: tuple, key: str, name: str) -> None:
     """One per-parameter state entry: ``step`` a finite count, any other its parameter's
     shape, floating point and finite."""
@@ -368,3 +373,5 @@ def _moment(value, shape: tuple, key: str, name: str) -> None:
         raise refuse(name, value, f"a floating-point tensor of shape {shape}")
     if not torch.isfinite(value).all():
         raise refuse(name, value, "finite values")
+    if key in SQUARES and bool((value < 0).any()):  # a mean of squares: its root is taken
+        raise refuse(name, value, "values >= 0 (a running mean of squared gradients)")

@@ -32,6 +32,7 @@ from fasttrain.run import statefile
 from fasttrain.run.rundir import write_atomic
 
 FILENAME = "checkpoint.pt"
+PREVIOUS = "checkpoint.prev.pt"  # a population member's checkpoint before its newest
 FORMAT = 3
 MAGIC = b"\x89fasttrain-ckpt\n"  # a non-ASCII first byte, as PNG does: no text file starts so
 HEADER = len(MAGIC) + 8 + 32  # magic, payload length, SHA-256 digest

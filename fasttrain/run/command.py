@@ -147,6 +147,7 @@ def _run_population(request: RunRequest) -> None:
     """``fasttrain run --seeds`` (``fasttrain.run.population``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
     from fasttrain.run import population as population_run
+    from fasttrain.run.runner import run as run_training
 
     if request.seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
@@ -158,12 +159,14 @@ def _run_population(request: RunRequest) -> None:
         from fasttrain.run import checkpoint
 
         members = population_run.saved_members(request.resume)
-        first = population_run.member_dir(request.resume, members[0])
-        config = run_config(request, checkpoint.config_table(first, checkpoint.load(first)))
-        from fasttrain.run.runner import run as run_training
-
-        run_training(config, resume=request.resume)
+        first = population_run.member_folder(request.resume, members[0], must_exist=True)
+        with population_run.member_errors(request.resume, members[0].name):
+            config = run_config(request, checkpoint.config_table(first, checkpoint.load(first)))
+        # each member: its own saved settings, this command's on top (applied or refused)
+        configure = lambda table: run_config(request, table)  # noqa: E731
+        run_training(config, resume=request.resume, configure=configure)
         return
+    _no_seed_setting(request)
     seeds = population_run.parse_seeds(request.seeds)
     plan = population_run.plan_members(seeds, population_run.parse_vary(request.vary))
     config = run_config(request)
@@ -172,9 +175,21 @@ def _run_population(request: RunRequest) -> None:
         sets = (*request.sets, *m.sets)
         mine = run_config(dataclasses.replace(request, seed=m.seed, sets=sets))
         members.append(dataclasses.replace(m, config=mine))
-    from fasttrain.run.runner import run as run_training
-
     run_training(config, out=request.out, members=members)
+
+
+def _no_seed_setting(request: RunRequest) -> None:
+    """``--seeds`` gives each member its seed: a ``run.seed`` from ``--set``, or one other than
+    the default from a config file (a full config file holds every setting), would be
+    overridden without a word, so it is refused, as ``--seed`` is."""
+    from fasttrain.config import resolve as cfg
+
+    default = cfg.defaults().run.seed
+    for label, table in cfg.user_layers(request.config_file, request.sets):
+        run = table.get("run")
+        if isinstance(run, dict) and "seed" in run and (label == "--set" or run["seed"] != default):
+            where = "--set run.seed" if label == "--set" else f"{label}: [run] seed"
+            raise ConfigError(f"{where}: --seeds gives every member its seed; drop run.seed")
 
 
 def _resumed_config(resume, out) -> dict:

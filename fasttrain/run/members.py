@@ -8,7 +8,7 @@ members share one trainer (``learners/population.py``) and one loop (``fasttrain
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fasttrain.config.resolve import Config
@@ -26,6 +26,7 @@ class MemberRun:
     config: Config
     state: dict | None = None
     member: Member | None = None  # a population's: its name, seed and variant
+    newest: bool = True  # whether ``state`` is the folder's checkpoint.pt (not its previous)
 
 
 @dataclass
@@ -39,6 +40,22 @@ class Plan:
     population: bool
     members: list | None = None
     on_row: object = None
+    configure: object = None  # a resumed member's config from its checkpoint's config table
+    echo: object = print
+    locks: list = field(default_factory=list)  # a population's member folders' RunLocks
+
+    def member_config(self, table: dict) -> Config:
+        """A resumed member's config: ``configure(table)`` (the command's settings on top of
+        the member's saved ones), or the saved config with this run's total steps."""
+        if self.configure is not None:
+            return self.configure(table)
+        from fasttrain.config import resolve as cfg
+
+        saved = cfg.from_dict(table, "checkpoint")
+        steps = self.config.learner.total_timesteps
+        if saved.learner.total_timesteps != steps:
+            saved = saved.with_learner("--steps", total_timesteps=steps)
+        return saved
 
     def on_row_of(self, k: int):
         """Member ``k``'s ``on_row`` (one for every member, or a list of one each)."""

@@ -26,6 +26,7 @@ from fasttrain.config.resolve import Config
 from fasttrain.errors import RunError
 from fasttrain.learners import LEARNERS, distributed
 from fasttrain.run import checkpoint, metrics
+from fasttrain.run.rundir import keep_previous
 
 
 @dataclass
@@ -341,6 +342,7 @@ class Checkpointer(Part):
         self.identity, self.config_text = identity, config_text
         self.rank_parts: list = []  # every rank's: their state goes into each rank's payload
         self.run_parts: list = []  # rank 0's: their state goes into the file once
+        self.keep, self.kept_current = False, True
 
     def after_iteration(self, boundary) -> bool:
         if boundary.last or self.trainer.iteration % self.interval == 0:
@@ -366,7 +368,11 @@ class Checkpointer(Part):
         payload = {**payload, "identity": self.identity, "config": self.config_text}
         for part in self.run_parts:
             payload.update(part.state_dict())
-        checkpoint.save(self.out / checkpoint.FILENAME, payload)
+        path = self.out / checkpoint.FILENAME
+        if self.keep and self.kept_current:
+            keep_previous(path, self.out / checkpoint.PREVIOUS)
+        checkpoint.save(path, payload)
+        self.kept_current = True
 
 
 class Signals(Part):

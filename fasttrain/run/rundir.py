@@ -19,6 +19,7 @@ import errno
 import math
 import os
 import re
+import shutil
 import stat
 import sys
 import time
@@ -133,6 +134,32 @@ def write_atomic(path, data, what: str | None = None) -> None:
         kept = f"; the previous {what or path.name} is intact" if existed else ""
         raise RunError(f"{reason(exc)} writing {path}{kept}") from None
     fsync_folder(path.parent)
+
+
+def keep_previous(path, kept) -> None:
+    """Make ``kept`` the file ``path`` is now (a hard link, or a copy where links are not
+    allowed), atomically: ``kept`` is its old self or ``path``'s, never half of either. A
+    ``kept`` that is a link or a device is refused, not followed."""
+    path, kept = Path(path), Path(kept)
+    if not check_regular(path, "keep"):
+        return
+    check_regular(kept)
+    tmp = temp_path(kept)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # a killed writer's (same PID): never a planted link followed
+        try:
+            os.link(path, tmp, follow_symlinks=False)
+        except OSError:  # a file system without hard links (FAT, some network mounts)
+            shutil.copyfile(path, tmp, follow_symlinks=False)
+        os.replace(tmp, kept)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if not isinstance(exc, OSError):
+            raise
+        raise RunError(f"{reason(exc)} keeping {path} as {kept.name}") from None
+    fsync_folder(kept.parent)
 
 
 def open_regular(path, flags: int, verb: str = "write") -> int:

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,14 +151,23 @@ def pictures(config: Config, out: Path, echo) -> None:
 # ------------------------------------------------------------------------------- the run
 
 
-def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None, members=None) -> dict:
+def run(
+    config: Config,
+    out=None,
+    resume=None,
+    echo=click.echo,
+    on_row=None,
+    members=None,
+    configure=None,
+) -> dict:
     """Train with ``config`` (any registered learner) into the run directory ``out``, or
     continue the run in ``resume``; returns the run summary.
 
     ``members`` (``population_run.Member``s with their configs) trains a population in
     ``out`` instead, one member directory each; ``resume`` of a population's folder continues
     every member (read from its ``population.json``, their configs from their checkpoints with
-    ``config``'s total steps). It returns the population's summary.
+    ``config``'s total steps, or ``configure(table)`` of each checkpoint's config table: the
+    command's settings on top). It returns the population's summary.
 
     ``on_row(row)`` sees every metrics.csv row (a dict) as it is written (a list of them: member
     ``k``'s rows go to ``on_row[k]``); when it returns true the member ends there as if
@@ -175,6 +185,7 @@ def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None, mem
     out = Path(distributed.broadcast_object(str(out), ranks))  # rank 0's name (a timestamp)
     population = members is not None or (resume is not None and population_run.is_population(out))
     lock = RunLock(out) if ranks.main else None
+    plan = Plan(config, out, resume is not None, population, members, on_row, configure, echo)
     try:
         problem = None
         if ranks.main:
@@ -187,12 +198,11 @@ def run(config: Config, out=None, resume=None, echo=click.echo, on_row=None, mem
             except (ConfigError, RunError) as exc:
                 problem = exc
         agree_or_raise(problem, ranks)
-        plan = Plan(config, out, resume is not None, population, members, on_row)
         with notices_to(compile_notices(echo)):  # "compiling snake for the cpu backend..."
             return _run(plan, lock, echo, ranks)
     finally:
-        if lock is not None:
-            lock.release()
+        for held in [*plan.locks, *([lock] if lock is not None else [])]:
+            held.release()
         distributed.shutdown()
 
 
@@ -249,17 +259,21 @@ def _first_checks(plan: Plan, ranks) -> list[MemberRun]:
     ``MemberRun``), its identity, and the extras the run's log settings need."""
     config = plan.config
     if plan.population:
-        runs = [MemberRun(*found) for found in population_run.members(plan)]
+        runs = [MemberRun(*found) for found in population_run.members(plan, plan.locks)]
     else:
         runs = [MemberRun(plan.out, config)]
     for run in runs:
-        if plan.resuming:
-            run.state = _resumed_state(run.folder, run.config, ranks, run.state)
-        elif (run.folder / checkpoint.FILENAME).exists():
-            raise ConfigError(
-                f"{plan.out} already holds a run; continue it with --resume {plan.out} or choose "
-                "another --out"
-            )
+        name = run.member.name if run.member is not None else None
+        with population_run.member_errors(plan.out, name) if name else nullcontext():
+            if plan.resuming:
+                run.state = _resumed_state(run.folder, run.config, ranks, run.state)
+            elif (run.folder / checkpoint.FILENAME).exists() or population_run.is_population(
+                run.folder
+            ):
+                raise ConfigError(
+                    f"{run.folder} already holds a run; continue it with --resume {run.folder} "
+                    "or choose another --out"
+                )
     dashboards.check(config.log)  # a missing extra fails in one line before compiling
     if config.log.replay:
         from fasttrain import media
@@ -317,7 +331,13 @@ def _run(plan: Plan, lock, echo, ranks) -> dict:
     members = [run.config for run in runs] if plan.population else None
     trainer = make_trainer(config, warn=echo, members=members)
     if plan.resuming:
-        trainer.load_members([run.state for run in runs])
+        try:
+            trainer.load_members([run.state for run in runs])
+        except ConfigError as exc:  # a member's state: its name in the line
+            k = getattr(exc, "member", None)
+            if not plan.population or k is None:
+                raise
+            raise ConfigError(f"population {plan.out}, member {runs[k].member.name}: {exc}") from None
         if trainer.iteration >= trainer.num_iterations:
             return _complete(trainer, plan, echo, ranks)
     curriculum = None
@@ -336,6 +356,9 @@ def _run(plan: Plan, lock, echo, ranks) -> dict:
     if ranks.main:
         for run in runs:
             run.folder.mkdir(exist_ok=True)
+            if plan.population and not plan.resuming:  # no other run may write into it
+                plan.locks.append(RunLock(run.folder))
+                plan.locks[-1].acquire()
             write_atomic(run.folder / "config.toml", to_toml(run.config, CONFIG_HEADER))
         if plan.population:
             population_run.write_population(plan.out, [run.member for run in runs], None)
@@ -502,6 +525,7 @@ def _parts(plan: Plan, view: MemberView, run: MemberRun, curriculum, echo, ranks
     saver = Checkpointer(view, run.folder, ranks, identity, to_toml(config), interval)
     saver.rank_parts = [promoter, stats] if promoter else []
     saver.run_parts = [row, clock]
+    saver.keep, saver.kept_current = plan.population, run.newest
     on_row = plan.on_row_of(k)
     stopper = OnRow(on_row) if on_row is not None else None
     say = _silent if plan.population else echo

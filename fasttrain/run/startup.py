@@ -11,6 +11,7 @@ what it has). Imports nothing beyond the standard library.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 if hasattr(signal, "SIGBREAK"):  # Windows: Ctrl+Break, the stop another process can send there
     EXIT_CODES[signal.SIGBREAK] = 128 + signal.SIGBREAK
 _previous: dict = {}
+_held = False
 
 
 def exit_now(signum, frame):
@@ -35,6 +37,35 @@ def take() -> None:
         return
     for signum in EXIT_CODES:
         _previous[signum] = signal.signal(signum, exit_now)
+
+
+def hold() -> None:
+    """This process is the ``fasttrain`` program (``fasttrain.cli.entry``): a command that
+    gives back its handlers (``restore``) leaves ``exit_now`` in place until the process
+    exits, so a second Ctrl-C or SIGTERM while a stopped run finishes (its summaries, the
+    exit) still ends it with 130 / 143, never a signal's death or a traceback."""
+    global _held
+    _held = True
+
+
+def leave(code: int) -> None:
+    """End the process with ``code`` at once, its output flushed: after a run that a signal
+    stopped (it saved and said so), Python's finalizing (seconds of garbage collection with
+    torch and Numba loaded) runs with no handler left, so a second signal there would end the
+    process by that signal, not with the documented 130 / 143."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    logging.shutdown()
+    os._exit(code)
+
+
+def restore(previous: dict) -> None:
+    """Give SIGINT and SIGTERM back the ``previous`` handlers, or ``exit_now`` (``hold``)."""
+    for signum, handler in previous.items():
+        signal.signal(signum, exit_now if _held else handler)
 
 
 def release() -> None:

@@ -339,15 +339,24 @@ def test_compile_auto_reaches_the_trainer_and_its_first_log_line(monkeypatch):
 def test_the_command_exits_at_once_with_its_code_while_a_compile_runs(monkeypatch):
     """``fasttrain``'s exit with a background compile still running is ``os._exit`` with the
     command's code (Python's own exit finalizes the interpreter under the compile thread and
-    can abort); with none running it is the ordinary ``SystemExit``."""
+    can abort); with none running it is the ordinary ``SystemExit``, but for a run a signal
+    stopped (130 / 143), which leaves at once too (``startup.leave``: a second signal during
+    Python's finalizing would end it by the signal)."""
     from fasttrain import cli
+    from fasttrain.run import startup
 
     exits = []
     monkeypatch.setattr(compiling.os, "_exit", exits.append)
-    monkeypatch.setattr(cli, "main", lambda: sys.exit(143))
+    monkeypatch.setattr(startup, "_held", False)  # entry() holds exit_now: not for pytest
+    monkeypatch.setattr(cli, "main", lambda: sys.exit(1))
     with pytest.raises(SystemExit) as ordinary:
         cli.entry()
-    assert ordinary.value.code == 143 and exits == []
+    assert ordinary.value.code == 1 and exits == []
+    monkeypatch.setattr(cli, "main", lambda: sys.exit(143))
+    with pytest.raises(SystemExit):  # the patched os._exit returns; sys.exit follows
+        cli.entry()
+    assert exits == [143]
+    exits.clear()
     release = threading.Event()
     compile_thread = threading.Thread(target=release.wait, args=(30,), daemon=True)
     compile_thread.start()
@@ -361,7 +370,7 @@ def test_the_command_exits_at_once_with_its_code_while_a_compile_runs(monkeypatc
     finally:
         release.set()
         compile_thread.join()
-    assert exits == [143, 1]
+    assert exits == [143, 143, 1]  # the compile's exit, then startup.leave's (patched: both)
 
 
 SIGNALLED_SETS = [

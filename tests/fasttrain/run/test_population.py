@@ -49,14 +49,32 @@ def test_parse_seeds_reads_lists_and_ranges_and_refuses_the_rest_in_one_line():
     assert parse_seeds("0-3, 10") == (0, 1, 2, 3, 10)
     for text, words in [
         ("1,x", "'x' is not a seed or a range"),
-        ("3-1", "'3-1' is not a seed or a range"),
+        ("3-1", "'3-1' runs backwards"),
         ("-2", "'-2' is not a seed or a range"),
         ("1,2,1", "seed 1 twice"),
-        ("0-999", "more than 256 members"),
+        ("0-999", "1,000 members; at most 256"),
         ("", "'' is not a seed"),
+        ("\u0663", "is not a seed or a range"),  # an Arabic-Indic three: int() would take it
+        ("+1", "'\\+1' is not a seed"),
+        ("1e3", "'1e3' is not a seed"),
+        ("0-", "'0-' is not a seed"),
+        ("0--1", "'0--1' is not a seed"),
+        ("18446744073709551616", "not a seed in \\[0, 2\\*\\*64\\)"),
     ]:
         with pytest.raises(ConfigError, match=words):
             parse_seeds(text)
+
+
+def test_seed_ranges_are_counted_before_any_list_is_built():
+    """``--seeds 0-100000000`` is refused by arithmetic: no 10^8-long list (3.8 GiB) first."""
+    import tracemalloc
+
+    tracemalloc.start()
+    with pytest.raises(ConfigError, match="100,000,001 members; at most 256"):
+        parse_seeds("0-100000000")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1 << 20, peak
 
 
 def test_a_population_writes_one_normal_run_directory_per_member(tmp_path):
