@@ -13,6 +13,7 @@ import threading  # noqa: E402
 
 import click  # noqa: E402
 
+from fasttrain import environ  # noqa: E402
 from fasttrain.config import presets  # noqa: E402
 from fasttrain.errors import ConfigError, one_line  # noqa: E402
 from fasttrain.learners import LEARNERS, variable_settings  # noqa: E402
@@ -131,8 +132,10 @@ def main():
 )
 def run(**options):
     """Train an agent; writes config, metrics.csv, checkpoint.pt and summary.json."""
+    from fasttrain.learners import ranks
     from fasttrain.run.command import RunRequest, start, torchrun
 
+    ranks.checked()  # torchrun's variables, which what follows reads: a bad one is one line
     request = RunRequest(**options)
     if request.vary and request.seeds is None:
         raise click.UsageError("--vary needs --seeds: the members are every seed x value")
@@ -474,12 +477,17 @@ main.add_command(bench)
 
 def entry():
     """The ``fasttrain`` command: ``main`` with a Ctrl-C during start-up ending in one line,
-    and an exit that a background compile still running cannot turn into an abort."""
+    a bad environment variable refused in one line before any command starts, and an exit
+    that a background compile still running cannot turn into an abort."""
     startup.release()  # the imports are done: each command takes the signals as it chooses
     startup.hold()
     try:
+        environ.check_at_start()  # before Numba imports: it reads NUMBA_NUM_THREADS then
         main()
         code = 0  # not reached: click's main ends in sys.exit
+    except ConfigError as exc:  # a bad environment variable, before any command started
+        click.echo(f"Error: {exc}", err=True)
+        code = 1
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130

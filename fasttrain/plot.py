@@ -87,14 +87,25 @@ def figure(runs: list[Curves], x: str = "steps", ys=DEFAULT_Y):
     for ax, y in zip(axes[:, 0], ys, strict=True):
         for run in runs:
             ax.plot(run.columns[X_AXES[x]], run.columns[y], label=run.label, linewidth=1.5)
-        ax.set_ylabel(y)
+        _literal(ax.set_ylabel(y))
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("environment steps" if x == "steps" else "training time (s)")
-    axes[0, 0].legend(loc="best", fontsize="small")
+    # named outright: legend() alone leaves out a label that starts with "_" (a run "_b")
+    labels = [run.label for run in runs]
+    legend = axes[0, 0].legend(axes[0, 0].get_lines(), labels, loc="best", fontsize="small")
+    _literal(*legend.get_texts())
     games = sorted({run.game for run in runs})
-    axes[0, 0].set_title(", ".join(games))
+    _literal(axes[0, 0].set_title(", ".join(games)))
     fig.tight_layout()
     return fig
+
+
+def _literal(*texts) -> None:
+    """Draw each Text as the characters it holds: run folders, columns and game names are a
+    user's, and ``$`` would start mathtext (``run $_$`` does not parse) or LaTeX."""
+    for text in texts:
+        text.set_parse_math(False)
+        text.set_usetex(False)
 
 
 def plot_runs(run_dirs, out, x: str = "steps", ys=DEFAULT_Y, labels=None) -> Path:

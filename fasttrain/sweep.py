@@ -41,20 +41,24 @@ others go on; a population's ``budget_s`` is its own training seconds, every mem
 once.
 
 The study lives in ``DIR/study.db`` (Optuna's SQLite storage): the same sweep into the same
-``DIR`` again continues it up to ``trials`` finished trials; another ``[sweep]`` or base config
-there is refused. The TPE sampler is seeded with ``seed``: a fresh sweep tries the same params
-in its random start-up trials, and after them as long as the values repeat (time_to_target's
-are seconds, so they do not, quite); a continued study seeds it with ``seed`` + the trials so
-far, so it does not repeat their picks. A trial killed with its process (``kill -9``) stays
-``running`` in the study and does not count.
+``DIR`` again continues it up to ``trials`` finished trials. Before any trial, a continued
+study must be this sweep's (``sweepfile.study_difference``): another ``[sweep]`` (seed too),
+params or base config is refused in one line naming it, and so is an error reading or writing
+the database (``DIR/study.db: <why>``). The TPE sampler is seeded with ``seed``: a fresh sweep
+tries the same params in its random start-up trials, and after them as long as the values
+repeat (time_to_target's are seconds, so they do not, quite); a continued study seeds it with
+``seed`` + the trials so far, so it does not repeat their picks. A trial killed with its
+process (``kill -9``) stays ``running`` in the study and does not count.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import io
 import math
+import sqlite3
 import statistics
 import time
 from dataclasses import dataclass
@@ -64,12 +68,20 @@ import click
 
 from fasttrain.config import resolve as cfg
 from fasttrain.config.file import to_toml
-from fasttrain.errors import ConfigError, RunError, reason
+from fasttrain.errors import ConfigError, RunError, one_line, reason
 from fasttrain.run.rundir import check_regular, check_writable, write_atomic
-from fasttrain.sweepfile import OBJECTIVES, Sweep, SweepSettings, load
+from fasttrain.sweepfile import (
+    OBJECTIVES,
+    Sweep,
+    SweepSettings,
+    load,
+    population_problem,
+    study_difference,
+)
 from fasttrain.targets import Target
 
 POINTS = 20  # pruning reports per trial budget
+STUDY_NAME = "fasttrain-sweep"  # the one study of a study.db
 NEEDS_OPTUNA = "fasttrain sweep needs optuna: pip install 'fasttrain[sweep]'"
 
 
@@ -195,28 +207,6 @@ class Watch:
 # ------------------------------------------------------------------------------- STUDY
 
 
-def population_problem(spec: Sweep) -> str | None:
-    """None where ``spec``'s trials can train as one population, else why not (one line): the
-    base config must train as one, and every param be a setting members may vary (checked by
-    building the trials of every param's first and last value)."""
-    from fasttrain.learners.population import population_problem as learner_problem
-    from fasttrain.learners.population import variants_problem
-
-    problem = learner_problem(spec.base)
-    if problem:
-        return f"sweep --population: {problem}"
-    ends = [{}, {}]
-    for p in spec.params:
-        first, last = (p.choices[0], p.choices[-1]) if p.choices else (p.low, p.high)
-        ends[0][p.key], ends[1][p.key] = first, last
-    try:
-        configs = [spec.trial_config(values) for values in ends]
-    except ConfigError as exc:
-        return f"sweep --population: {str(exc).splitlines()[0]}"
-    problem = variants_problem(configs[0], configs[1:])
-    return None if problem is None else f"sweep --population: {problem}"
-
-
 def sweep(
     source, out=None, sets=(), trials=None, seed=None, echo=click.echo, population: int = 1
 ) -> list:
@@ -230,25 +220,39 @@ def sweep(
     optuna = require_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = source if isinstance(source, Sweep) else load(source, sets, trials, seed)
-    s = spec.settings
     if population > 1:
         problem = population_problem(spec)
         if problem:
             raise ConfigError(problem)
     out = Path(out or default_out(spec.base))
     study = open_study(spec, out, optuna)
+    with study_errors(out / "study.db", optuna):
+        echo(_first_line(spec, _finished(study, optuna), population, out))
+        results = _run_study(spec, study, out, echo, optuna, population)
+    best = results[0] if results and results[0].state == "complete" else None
+    if best is not None:
+        echo(f"best: trial {best.number} | fasttrain run --config {out / 'best.toml'}")
+    return results
+
+
+def _run_study(spec: Sweep, study, out: Path, echo, optuna, population: int) -> list:
+    """Ask, run and tell trials until the study holds ``trials`` finished ones; write and print
+    the results (on Ctrl-C too, then re-raise) and return them best first."""
     distributions = {p.key: p.distribution() for p in spec.params}
-    echo(_first_line(spec, _finished(study, optuna), population, out))
     asked: list = []
     try:
-        while _finished(study, optuna) < s.trials:
-            wanted = min(population, s.trials - _finished(study, optuna))
+        while _finished(study, optuna) < spec.settings.trials:
+            wanted = min(population, spec.settings.trials - _finished(study, optuna))
             asked = [study.ask(distributions) for _ in range(wanted)]
             if len(asked) == 1:
                 finished = [_run_trial(spec, study, asked[0], out, echo, optuna)]
             else:
                 finished = _run_population(spec, study, asked, out, echo, optuna)
             for trial in finished:
+                if not trial.state.is_finished():  # Optuna drops a write that sqlite aborts
+                    raise RunError(
+                        f"{out / 'study.db'}: refused to store how trial {trial.number} ended"
+                    )
                 echo(_line(_result(trial, optuna), spec))
             asked = []
             write_results(spec, study, out, optuna)
@@ -263,9 +267,6 @@ def sweep(
         raise
     results = write_results(spec, study, out, optuna)
     echo(table(results, spec))
-    best = results[0] if results and results[0].state == "complete" else None
-    if best is not None:
-        echo(f"best: trial {best.number} | fasttrain run --config {out / 'best.toml'}")
     return results
 
 
@@ -299,7 +300,8 @@ def make_pruner(settings: SweepSettings, optuna):
 
 
 def open_study(spec: Sweep, out: Path, optuna):
-    """The study in ``out/study.db``, made or continued; another sweep's study is refused."""
+    """The study in ``out/study.db``, made, or continued once it is checked to be this sweep's
+    (``sweepfile.study_difference``); a damaged study or another sweep's is refused in one line."""
     from sqlalchemy.exc import SQLAlchemyError  # Optuna's storage layer
 
     db = out / "study.db"
@@ -313,31 +315,51 @@ def open_study(spec: Sweep, out: Path, optuna):
         raise RunError(f"cannot create sweep directory {out}: {reason(exc)}") from None
     s = spec.settings
     try:
-        study = optuna.create_study(
-            storage=f"sqlite:///{db.resolve()}",
-            study_name="fasttrain-sweep",
-            direction=OBJECTIVES[s.objective],
-            sampler=optuna.samplers.TPESampler(seed=s.seed),
-            pruner=make_pruner(s, optuna),
-            load_if_exists=True,
-        )
-    except ValueError as exc:  # an existing study with another direction
-        raise ConfigError(f"{db} holds another sweep ({exc}); choose another --out") from None
+        storage = optuna.storages.RDBStorage(f"sqlite:///{db.resolve()}")
+        existed = STUDY_NAME in optuna.study.get_all_study_names(storage)
     except (SQLAlchemyError, RuntimeError) as exc:  # damaged, or another program's database
         raise ConfigError(
-            f"{db} is not a study database this sweep can read ({type(exc).__name__}); "
+            f"{db} is not a study database this sweep can read: {one_line(exc)}; "
             "choose another --out"
         ) from None
-    if study.trials:  # continued: a sampler seeded as a fresh one would repeat its first picks
-        study.sampler = optuna.samplers.TPESampler(seed=s.seed + len(study.trials))
-    stored = study.user_attrs.get("fingerprint")
-    if stored is None:
-        study.set_user_attr("fingerprint", spec.fingerprint())
-    elif stored != spec.fingerprint():
-        raise ConfigError(
-            f"{db} holds another sweep (its [sweep] or base config differ); choose another --out"
-        )
+    # a row of a study.db may hold anything (it is data, never code): reading one that does not
+    # read back as a study's (an unknown distribution, a mangled value) is refused in one line
+    with study_errors(db, optuna, reading=(ValueError, TypeError, LookupError, RecursionError)):
+        sampler = optuna.samplers.TPESampler(seed=s.seed)
+        where = dict(study_name=STUDY_NAME, storage=storage, pruner=make_pruner(s, optuna))
+        if existed:
+            study = optuna.load_study(**where, sampler=sampler)
+            problem = study_difference(spec, study)
+            if problem:
+                raise ConfigError(f"{db} holds another sweep: {problem}; choose another --out")
+        else:
+            study = optuna.create_study(**where, sampler=sampler, direction=OBJECTIVES[s.objective])
+            study.set_user_attr("sweep", spec.record())
+        if study.trials:  # continued: a sampler seeded as a fresh one would repeat its picks
+            study.sampler = optuna.samplers.TPESampler(seed=s.seed + len(study.trials))
     return study
+
+
+def storage_errors(optuna) -> tuple:
+    """What Optuna's SQLite storage raises where study.db refuses a read or a write (a trigger,
+    a lock, a damaged page)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.Error)
+
+
+@contextlib.contextmanager
+def study_errors(db: Path, optuna, reading: tuple = ()):
+    """Turn an error of the study's storage (and ``reading``'s types, where only the storage
+    runs) into one line ``<db>: <what failed>``; one-line refusals pass as they are."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (*storage_errors(optuna), *reading) as exc:
+        if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__:
+            exc = exc.__cause__  # Optuna's own line is a generic "an exception is raised..."
+        raise RunError(f"{db}: {one_line(exc)}") from None
 
 
 def _finished(study, optuna) -> int:
@@ -374,6 +396,8 @@ def _run_trial(spec: Sweep, study, trial, out: Path, echo, optuna):
     except optuna.TrialPruned as exc:
         trial.set_user_attr("note", str(exc))
         return study.tell(trial, state=PRUNED)
+    except storage_errors(optuna):  # study.db refused a report: not this trial's failure
+        raise
     except ConfigError as exc:  # the sampled values make an invalid config, a full disk, ...
         trial.set_user_attr("note", str(exc).splitlines()[0])
         return study.tell(trial, state=FAIL)

@@ -5,6 +5,8 @@ plus a ``[sweep]`` table; ``examples/sweep_cartpole.toml`` is one. ``[sweep.para
 config keys, as ``--set`` takes them, to ranges ``{low, high}`` (optional ``log``, ``step``;
 ints when both ends are ints) or to ``{choices = [...]}``. Everything is checked before the
 first trial; a trial whose sampled values make an invalid config fails with its one-line reason.
+A sweep's Optuna study stores ``Sweep.record`` when made; a continued one is checked against it
+and against the distributions its trials drew from (``study_difference``) before any trial.
 """
 
 from __future__ import annotations
@@ -86,13 +88,122 @@ class Sweep:
             cfg.put(layer, key.split("."), value, f"sweep.params {key!r}")
         return cfg.build([*self.layers, ("sweep trial", layer), ("sweep", extra or {})])
 
-    def fingerprint(self) -> str:
-        """What a continued study must share: objective, budget, params and base config."""
+    def record(self) -> dict:
+        """What a continued study must share, as the study stores it (JSON data: tuples read
+        back as lists): the ``[sweep]`` settings but ``trials`` (the sampler's ``seed`` among
+        them), each param's range or choices, and the base config's TOML."""
         settings = dataclasses.asdict(self.settings)
-        del settings["trials"], settings["seed"]
-        params = [dataclasses.asdict(p) for p in self.params]
+        del settings["trials"]
+        params = {p.key: _fields(p) for p in self.params}
         data = {"sweep": settings, "params": params, "config": to_toml(self.base)}
-        return json.dumps(data, sort_keys=True)
+        return json.loads(json.dumps(data))
+
+
+def _fields(param: Param) -> dict:
+    """A param as its sweep file gives it: ``{choices}`` or ``{low, high, log, step}``."""
+    if param.choices:
+        return {"choices": list(param.choices)}
+    return {"low": param.low, "high": param.high, "log": param.log, "step": param.step}
+
+
+def population_problem(spec: Sweep) -> str | None:
+    """None where ``spec``'s trials can train as one population, else why not (one line): the
+    base config must train as one, and every param be a setting members may vary (checked by
+    building the trials of every param's first and last value)."""
+    from fasttrain.learners.population import population_problem as learner_problem
+    from fasttrain.learners.population import variants_problem
+
+    problem = learner_problem(spec.base)
+    if problem:
+        return f"sweep --population: {problem}"
+    ends = [{}, {}]
+    for p in spec.params:
+        first, last = (p.choices[0], p.choices[-1]) if p.choices else (p.low, p.high)
+        ends[0][p.key], ends[1][p.key] = first, last
+    try:
+        configs = [spec.trial_config(values) for values in ends]
+    except ConfigError as exc:
+        return f"sweep --population: {str(exc).splitlines()[0]}"
+    problem = variants_problem(configs[0], configs[1:])
+    return None if problem is None else f"sweep --population: {problem}"
+
+
+def study_difference(sweep: Sweep, study) -> str | None:
+    """Why an Optuna ``study`` is not ``sweep``'s, in a few words (None where it is): the record
+    it was made with (``Sweep.record``), its direction, and the distribution each of its
+    trials sampled each param from."""
+    problem = record_difference(study.user_attrs.get("sweep"), sweep.record())
+    if problem:
+        return problem
+    theirs = " and ".join(d.name.lower() for d in study.directions)
+    if theirs != OBJECTIVES[sweep.settings.objective]:
+        return f"it is to {theirs} (this sweep: {OBJECTIVES[sweep.settings.objective]})"
+    distributions = {p.key: p.distribution() for p in sweep.params}
+    for trial in study.get_trials(deepcopy=False):
+        for key, distribution in trial.distributions.items():
+            if distributions.get(key) != distribution:
+                mine = distributions.get(key, "nothing")
+                return (
+                    f"its trial {trial.number} drew {key} from {distribution} (this sweep: {mine})"
+                )
+    return None
+
+
+def record_difference(stored, record: dict) -> str | None:
+    """What differs between the record a study holds (``stored``, as read back) and this
+    sweep's (``Sweep.record``), in a few words naming it; None where they agree."""
+    if not isinstance(stored, dict) or any(
+        not isinstance(stored.get(k), type(v)) for k, v in record.items()
+    ):
+        return "it records no fasttrain sweep settings, params and sampler seed"
+    for part, where in (
+        ("sweep", "its sweep.{} is"),
+        ("params", "its sweep.params {!r} is"),
+        ("config", "its base config has {} ="),
+    ):
+        theirs, mine = _keys(stored[part]), _keys(record[part])
+        if theirs is None:
+            return "its base config is not TOML"
+        for key in sorted({*theirs, *mine}):
+            if theirs.get(key) != mine.get(key):
+                shown = (_shown(d.get(key)) for d in (theirs, mine))
+                return f"{where.format(key)} {next(shown)} (this sweep: {next(shown)})"
+    return None
+
+
+def _keys(part) -> dict | None:
+    """A recorded part as ``key -> value``: params as they are, the config's TOML flattened to
+    ``"section.key" -> value`` (None where it does not read as TOML)."""
+    if isinstance(part, dict):
+        return part
+    try:
+        return _flat(cfg.tomllib.loads(part))
+    except (cfg.tomllib.TOMLDecodeError, RecursionError):  # a hand-edited study.db
+        return None
+
+
+def _shown(value) -> str:
+    """A recorded value as a sweep file writes it, cut at 80 characters (``nothing`` where
+    there is none)."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):  # a param: the keys it sets
+        kept = [f"{k} = {_shown(v)}" for k, v in value.items() if v is not None and v is not False]
+        text = "{ " + ", ".join(kept) + " }"
+    else:
+        text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _flat(table: dict, prefix: str = "") -> dict:
+    """A TOML table as ``"section.key" -> value`` (arrays of tables stay whole values)."""
+    flat = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def load(path, sets=(), trials: int | None = None, seed: int | None = None) -> Sweep:

@@ -38,7 +38,10 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tests import fuzzpopulation
 from tests.fuzzcases import READERS, Case, all_cases, sample
+
+ALL_READERS = (*READERS, "new")  # "new": a new population (``tests/fuzzpopulation.py``)
 
 SEED = 51
 TIMEOUT_S = 20.0  # a hang: a reading takes under a second on a warm kernel cache (7 s at most seen)
@@ -97,7 +100,11 @@ BASES = {
     "cartpole-pqn": _learner("cartpole", "pqn"),
     "minatar-asterix-pqn": _learner("minatar-asterix", "pqn"),
     "cartpole-dqn": _learner("cartpole", "dqn"),
+    # populations of two members (``tests/fuzzpopulation.py``): read by their resume
+    "cartpole-ppo-population": _learner("cartpole", "ppo"),
+    "cartpole-pqn-population": _learner("cartpole", "pqn"),
 }
+POPULATION_SEEDS = "0-1"
 ITERATIONS = 2  # of the base run; the resume trains one more
 
 
@@ -105,8 +112,17 @@ def base_steps(base: str) -> int:
     return ITERATIONS * NUM_ENVS * NUM_STEPS * (2 if BASES[base][0] == "arena" else 1)
 
 
-def command(base: str, reader: str, folder: Path) -> list[str]:
+def is_population(base: str) -> bool:
+    return base.endswith("-population")
+
+
+def command(base: str, reader: str, folder: Path, case_id: str = "") -> list[str]:
     """The CLI arguments of ``reader`` given the run directory ``folder``."""
+    if reader == "new":  # a new population from hostile --seeds / --vary forms
+        game, algo, sets = BASES[base]
+        args = ["run", "--game", game, "--algo", algo, *fuzzpopulation.command_args(case_id, algo)]
+        args += ["--steps", str(NUM_ENVS * NUM_STEPS), "--out", str(new_out(folder))]
+        return args + [a for s in (*COMMON, *sets) for a in ("--set", s)]
     if reader == "inspect":
         return ["checkpoint", "inspect", str(folder)]
     if reader == "play":
@@ -115,6 +131,25 @@ def command(base: str, reader: str, folder: Path) -> list[str]:
         return ["eval", "--run", str(folder), "--episodes", "1", "--num-envs", "2"]
     steps = base_steps(base) // ITERATIONS * (ITERATIONS + 1)
     return ["run", "--resume", str(folder), "--steps", str(steps)]
+
+
+def new_out(folder: Path) -> Path:
+    """Where a ``new`` reading's population goes: two folders down, so that a name that
+    climbs out (``../../x``) lands inside the case's folder, where ``escaped`` sees it."""
+    return folder / "a" / "b" / "pop"
+
+
+def escaped(folder: Path) -> list[str]:
+    """What a ``new`` reading wrote in its case's folder outside its ``--out``."""
+    allowed = {"stdout.txt", "stderr.txt", "a", "a/b"}
+    inside = new_out(folder)
+    return [
+        str(path.relative_to(folder))
+        for path in folder.rglob("*")
+        if str(path.relative_to(folder)) not in allowed
+        and path != inside
+        and inside not in path.parents
+    ]
 
 
 # ------------------------------------------------------------------------------- running
@@ -235,6 +270,8 @@ def train_base(base: str, folder: Path) -> Path:
     out = folder / base
     args = ["run", "--game", game, "--algo", algo, "--steps", str(base_steps(base))]
     args += ["--out", str(out)] + [a for s in (*COMMON, *sets) for a in ("--set", s)]
+    if is_population(base):
+        args += ["--seeds", POPULATION_SEEDS]
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the run's log lines
@@ -248,9 +285,25 @@ def train_base(base: str, folder: Path) -> Path:
 
 def write_case(base_dir: Path, state: dict, case: Case, folder: Path) -> Path:
     """A run directory like ``base_dir`` whose checkpoint holds ``state`` changed by ``case``,
-    written by fasttrain's own writer (a valid checksum)."""
+    written by fasttrain's own writer (a valid checksum); for a population, its folder with
+    member ``seed-1``'s checkpoint so changed, or the case's change to its files."""
     from fasttrain.run import checkpoint
 
+    if (base_dir / "population.json").is_file():
+        if case.kind == "command":
+            folder.mkdir(parents=True)
+            return folder
+        shutil.copytree(base_dir, folder, ignore=shutil.ignore_patterns(".lock"))
+        if case.kind == "file":
+            case.apply(folder)
+        else:
+            write_case(base_dir / fuzzpopulation.MEMBER, state, case, folder / "member")
+            os.replace(
+                folder / "member" / checkpoint.FILENAME,
+                folder / fuzzpopulation.MEMBER / checkpoint.FILENAME,
+            )
+            shutil.rmtree(folder / "member")
+        return folder
     folder.mkdir(parents=True)
     for path in base_dir.iterdir():
         if path.is_file() and path.name != checkpoint.FILENAME:
@@ -261,14 +314,18 @@ def write_case(base_dir: Path, state: dict, case: Case, folder: Path) -> Path:
     return folder
 
 
-def serve(base: str, seed: int, work: Path, count: int | None, only=None, readers=READERS):
+def serve(base: str, seed: int, work: Path, count: int | None, only=None, readers=ALL_READERS):
     """Train ``base``, then read each case (``count`` sampled, or those named in ``only``) with
     each of its readers in a forked child: a list of Outcome."""
     from fasttrain.run import checkpoint
 
     base_dir = train_base(base, work)
-    state = checkpoint.read_state(base_dir)
-    cases = all_cases(state, seed)
+    if is_population(base):
+        state = checkpoint.read_state(base_dir / fuzzpopulation.MEMBER)
+        cases = fuzzpopulation.all_population_cases(state, seed)
+    else:
+        state = checkpoint.read_state(base_dir)
+        cases = all_cases(state, seed)
     if only:
         cases = [c for c in cases if c.id in only]
     elif count is not None:
@@ -276,10 +333,14 @@ def serve(base: str, seed: int, work: Path, count: int | None, only=None, reader
     results = []
     for n, case in enumerate(cases):
         folder = write_case(base_dir, state, case, work / "cases" / base / str(n))
-        for reader in (r for r in READERS if r in case.readers and r in readers):
+        for reader in (r for r in ALL_READERS if r in case.readers and r in readers):
             started = time.perf_counter()
-            code, signum, err, out = run_child(command(base, reader, folder), folder)
+            args = command(base, reader, folder, case.id)
+            code, signum, err, out = run_child(args, folder)
             verdict = classify(code, signum, err, out, reader in case.refuse)
+            wrote = escaped(folder) if reader == "new" else []
+            if wrote:  # a name that left its --out: data loss, whatever the exit
+                verdict = ("FAIL", f"escaped: wrote {wrote[0]}", verdict[2])
             seconds = time.perf_counter() - started
             results.append(Outcome(base, case.id, case.kind, reader, *verdict, seconds))
     return results
@@ -345,7 +406,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--count", type=int, default=None, help="cases per base (default: all)")
     parser.add_argument("--case", action="append", help="only this case id (repeatable)")
-    parser.add_argument("--reader", action="append", choices=READERS)
+    parser.add_argument("--reader", action="append", choices=ALL_READERS)
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs")
     parser.add_argument("--json", type=Path, default=None, help="write the outcomes here")
     parser.add_argument("--self-check", action="store_true", help="check the verdicts first")
@@ -369,7 +430,8 @@ def main(argv=None) -> int:
     rows, seconds = [], {}
     for base in args.bases:
         started = time.perf_counter()
-        outcomes = serve(base, args.seed, work, args.count, args.case, args.reader or READERS)
+        readers = args.reader or ALL_READERS
+        outcomes = serve(base, args.seed, work, args.count, args.case, readers)
         rows += [asdict(o) for o in outcomes]
         seconds[base] = time.perf_counter() - started
         if args.json:  # after each base: what was read survives a stop in the next

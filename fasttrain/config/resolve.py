@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fasttrain import games
+from fasttrain.config.choices import check_counts
 from fasttrain.config.curriculum import (
     CAPACITIES,
     capacities,
@@ -427,9 +428,9 @@ def validate(config: Config) -> None:
 
 def _check_run(run: RunConfig) -> None:
     """The ``[run]`` ranges: threads, seed, intervals, the distributed timeout."""
-    for key in ("torch_threads", "numba_threads"):
-        if getattr(run, key) < 0:
-            raise ConfigError(f"run.{key} must be >= 0")
+    if run.numba_threads < 0:
+        raise ConfigError("run.numba_threads must be >= 0")
+    check_counts(run, ("torch_threads",), "run", low=0)
     import numba
 
     most = numba.config.NUMBA_NUM_THREADS
@@ -440,9 +441,10 @@ def _check_run(run: RunConfig) -> None:
         )
     if not 0 <= run.seed < 2**64:
         raise ConfigError(f"run.seed must be in [0, 2**64), got {run.seed}")
-    for key in ("checkpoint_interval", "nan_patience", "action_repeat"):
+    for key in ("checkpoint_interval", "nan_patience"):
         if getattr(run, key) < 1:
             raise ConfigError(f"run.{key} must be >= 1, got {getattr(run, key)}")
+    check_counts(run, ("action_repeat",), "run")
     if run.dist_timeout_s <= 0:
         raise ConfigError(f"run.dist_timeout_s must be > 0, got {run.dist_timeout_s}")
 
@@ -458,6 +460,7 @@ def _check_model(config: Config, spec) -> None:
         )
     if model.hidden < 1 or model.layers < 1 or model.channels < 1:
         raise ConfigError("model.hidden, model.layers and model.channels must be >= 1")
+    check_counts(model, ("layers",), "model")
     if model.core_size < 1:
         raise ConfigError(f"model.core_size must be >= 1, got {model.core_size}")
     import torch  # counting the network's bytes builds it on the meta device

@@ -38,7 +38,8 @@ def checked_kernels() -> bool:
     value = os.environ.get(CHECKED_KERNELS, "").strip()
     if value not in ("", "0", "1"):
         raise ValueError(
-            f"{CHECKED_KERNELS}={value!r} is not valid: 1 (bounds-checked kernels) or 0 / unset"
+            f"{CHECKED_KERNELS}={os.environ[CHECKED_KERNELS]}: neither 0 nor 1; 1 compiles "
+            "bounds-checked cpu kernels (tests, fuzzing), 0 or unset the usual ones"
         )
     return value == "1"
 

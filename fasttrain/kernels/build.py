@@ -26,6 +26,7 @@ import importlib.util
 import inspect
 import os
 import re
+import stat
 import sys
 import types
 from collections import namedtuple
@@ -236,6 +237,43 @@ def cache_dir() -> Path:
     return Path(root) / "kernels"
 
 
+class UntrustedCacheError(PermissionError):
+    """A kernel cache folder another user could have written: refused in one line before
+    anything in it is loaded (a PermissionError without an errno: its text is the line)."""
+
+
+def trusted_cache_dir() -> Path:
+    """``cache_dir()``, its folders made where missing (mode 0700, less the umask) and checked
+    before anything is loaded from it: the cache is code (generated modules run on import,
+    their ``.pyc`` files and Numba's pickled index files under ``__pycache__``), so the root,
+    ``kernels`` and its ``__pycache__`` must be this user's and writable by no one else, as
+    ssh requires of a key file. POSIX only: Windows has no such modes."""
+    folder = cache_dir()
+    for path in (folder.parent, folder, folder / "__pycache__"):
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # never group or world writable
+        if sys.platform != "win32":
+            _check_private(path)
+    return folder
+
+
+def _check_private(path: Path) -> None:
+    """UntrustedCacheError where ``path`` is another user's, or its group or others may write
+    it."""
+    info = os.stat(path)
+    fix = "use a folder only you can write"
+    if info.st_uid != os.geteuid():
+        problem = f"is owned by another user (uid {info.st_uid}; you are {os.geteuid()})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "others" if info.st_mode & stat.S_IWOTH else "its group"
+        problem = f"is writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+        fix += f" (chmod go-w {path})"
+    else:
+        return
+    raise UntrustedCacheError(
+        f"kernel cache {path} {problem}; a kernel cache is code: {fix} or set FASTTRAIN_CACHE_DIR"
+    )
+
+
 def retarget(fn: types.FunctionType, wrap, memo: dict) -> object:
     """A copy of ``fn`` whose global function references point at retargeted callees."""
     if fn in memo:
@@ -362,7 +400,7 @@ def load_module(name: str, text: str, injected: dict) -> types.ModuleType:
     """Write ``text`` to ``cache_dir() / f"{name}.py"`` (if new) and import it, ``injected``
     set as globals first. Numba's ``cache=True`` needs functions that live in a real file.
     ``name`` must be a plain file name: the file is never written outside ``cache_dir()``."""
-    root = cache_dir()
+    root = trusted_cache_dir()
     path = root / f"{name}.py"
     if not GENERATED_NAME.fullmatch(name) or Path(os.path.abspath(path)).parent != Path(
         os.path.abspath(root)
@@ -372,7 +410,6 @@ def load_module(name: str, text: str, injected: dict) -> types.ModuleType:
             f"'-'): it would be written outside the kernel cache {root}"
         )
     if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)  # atomic: a concurrent process never reads half a file

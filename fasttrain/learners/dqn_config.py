@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fasttrain.config.choices import check_optimizer
+from fasttrain.config.choices import check_counts, check_optimizer
 from fasttrain.errors import ConfigError
 
 LOSSES = ("huber", "mse")  # the TD losses
@@ -81,11 +81,8 @@ def validate(dqn: DQNConfig, where: str = "dqn") -> None:
         "target_network_frequency",
         "n_step",
     )
-    for key in positive:
-        if getattr(dqn, key) < 1:
-            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(dqn, key)}")
-    if dqn.learning_starts < 0:
-        raise ConfigError(f"{where}.learning_starts must be >= 0, got {dqn.learning_starts}")
+    check_counts(dqn, positive, where)
+    check_counts(dqn, ("learning_starts",), where, low=0)
     if dqn.num_steps % dqn.train_frequency:
         raise ConfigError(
             f"{where}.num_steps = {dqn.num_steps} is not a multiple of "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fasttrain.config.choices import check_optimizer
+from fasttrain.config.choices import check_counts, check_optimizer
 from fasttrain.errors import ConfigError
 
 # run.compile = "auto" compiles PPO where it pays (docs/performance.md#torchcompile)
@@ -101,9 +101,7 @@ def validate(ppo: PPOConfig, where: str = "ppo") -> None:
         "update_epochs",
         "bptt_horizon",
     )
-    for key in positive:
-        if getattr(ppo, key) < 1:
-            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(ppo, key)}")
+    check_counts(ppo, positive, where)
     batch = ppo.num_envs * ppo.num_steps
     if batch % ppo.num_minibatches:
         raise ConfigError(

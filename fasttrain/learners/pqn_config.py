@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fasttrain.config.choices import check_optimizer
+from fasttrain.config.choices import check_counts, check_optimizer
 from fasttrain.errors import ConfigError
 
 # run.compile = "auto" leaves PQN eager: compiling measured slower on Breakout and Snake
@@ -58,9 +58,8 @@ class PQNConfig:
 
 def validate(pqn: PQNConfig, where: str = "pqn") -> None:
     """Ranges and sizes of a PQN config; raise ConfigError with one line."""
-    for key in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
-        if getattr(pqn, key) < 1:
-            raise ConfigError(f"{where}.{key} must be >= 1, got {getattr(pqn, key)}")
+    counts = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+    check_counts(pqn, counts, where)
     batch = pqn.num_envs * pqn.num_steps
     if batch % pqn.num_minibatches:
         raise ConfigError(

@@ -147,7 +147,6 @@ def _run_population(request: RunRequest) -> None:
     """``fasttrain run --seeds`` (``fasttrain.run.population``), or ``--resume`` of a
     population's directory; every refusal one line before any work."""
     from fasttrain.run import population as population_run
-    from fasttrain.run.runner import run as run_training
 
     if request.seed is not None:
         raise ConfigError("--seeds gives every member its seed; drop --seed")
@@ -164,6 +163,8 @@ def _run_population(request: RunRequest) -> None:
             config = run_config(request, checkpoint.config_table(first, checkpoint.load(first)))
         # each member: its own saved settings, this command's on top (applied or refused)
         configure = lambda table: run_config(request, table)  # noqa: E731
+        from fasttrain.run.runner import run as run_training  # torch: the command is good
+
         run_training(config, resume=request.resume, configure=configure)
         return
     _no_seed_setting(request)
@@ -175,6 +176,8 @@ def _run_population(request: RunRequest) -> None:
         sets = (*request.sets, *m.sets)
         mine = run_config(dataclasses.replace(request, seed=m.seed, sets=sets))
         members.append(dataclasses.replace(m, config=mine))
+    from fasttrain.run.runner import run as run_training
+
     run_training(config, out=request.out, members=members)
 
 
@@ -182,10 +185,11 @@ def _no_seed_setting(request: RunRequest) -> None:
     """``--seeds`` gives each member its seed: a ``run.seed`` from ``--set``, or one other than
     the default from a config file (a full config file holds every setting), would be
     overridden without a word, so it is refused, as ``--seed`` is."""
-    from fasttrain.config import resolve as cfg
+    from fasttrain.config.read import user_layers
+    from fasttrain.config.sections import RunConfig
 
-    default = cfg.defaults().run.seed
-    for label, table in cfg.user_layers(request.config_file, request.sets):
+    default = RunConfig().seed
+    for label, table in user_layers(request.config_file, request.sets):
         run = table.get("run")
         if isinstance(run, dict) and "seed" in run and (label == "--set" or run["seed"] != default):
             where = "--set run.seed" if label == "--set" else f"{label}: [run] seed"

@@ -274,7 +274,7 @@ def members(plan, locks: list) -> list[tuple]:
             locks[-1].acquire()
     chosen = newest_set(out, saved, plan.echo)
     found = []
-    for m, path in zip(saved, chosen):
+    for m, path in zip(saved, chosen, strict=True):
         with member_errors(out, m.name):
             state = checkpoint.load(path)
             config = plan.member_config(checkpoint.config_table(path, state))
@@ -292,6 +292,7 @@ def newest_set(out: Path, saved: list[Member], echo) -> list[Path]:
     between two members' writes leaves some at the new step and the others at the previous
     one, and every member still holds the previous step. So the population continues, whole
     and exactly, from there (a line says which step when a newer one is passed over)."""
+    from fasttrain.learners import savedstate
     from fasttrain.run import checkpoint
 
     steps = []
@@ -300,20 +301,24 @@ def newest_set(out: Path, saved: list[Member], echo) -> list[Path]:
         with member_errors(out, m.name):
             for path in (folder / checkpoint.FILENAME, folder / checkpoint.PREVIOUS):
                 if path.is_file() or path.name == checkpoint.FILENAME:
-                    step = checkpoint.read_state(path, arrays=False).get("global_step")
-                    held.setdefault(step if isinstance(step, int) else -1, path)
+                    skeleton = checkpoint.read_state(path, arrays=False)
+                    savedstate.table(skeleton, "state")  # a step none could write: refused
+                    savedstate.check_common(skeleton, resuming=True)
+                    held.setdefault(skeleton["global_step"], path)
         steps.append(held)
-    common = set(steps[0]).intersection(*steps[1:]) - {-1}
+    common = set(steps[0]).intersection(*steps[1:])
     if not common:
-        newest = ", ".join(f"{m.name} {max(h):,}" for m, h in zip(saved, steps))
+        newest = ", ".join(f"{m.name} {max(h):,}" for m, h in zip(saved, steps, strict=True))
         raise ConfigError(
             f"population {out}: its members' checkpoints share no step ({newest}); a member "
             "that stopped alone (its NaN guard) continues alone: --resume OUT/MEMBER"
         )
     step = max(common)
     if any(max(held) > step for held in steps):
-        echo(f"population {out}: continuing every member from step {step:,}, the newest step "
-             "every member's checkpoint holds (a stop came between two members' writes)")
+        echo(
+            f"population {out}: continuing every member from step {step:,}, the newest step "
+            "every member's checkpoint holds (a stop came between two members' writes)"
+        )
     return [held[step] for held in steps]
 
 
@@ -340,8 +345,8 @@ def check_member(member: Member, saved: Config, algo: str) -> None:
         ours = getattr(saved.learner, name, None) if section == saved.run.algo else None
         if ours is None or ours != wanted:
             raise ConfigError(
-                f"its checkpoint was written with {key.strip()} = {ours!r}, {POPULATION_FILE} gives "
-                f"this member {item!r} (a checkpoint of another member or run)"
+                f"its checkpoint was written with {key.strip()} = {ours!r}, {POPULATION_FILE} "
+                f"gives this member {item!r} (a checkpoint of another member or run)"
             )
 
 

@@ -207,11 +207,23 @@ _writes: dict = {}
 
 
 def _pause_for_tests(path: Path) -> None:
-    name, _, count = os.environ.get(PAUSE_BEFORE_RENAME, "").partition(":")
+    value = os.environ.get(PAUSE_BEFORE_RENAME, "")
+    if not value:
+        return
+    name, colon, count = value.partition(":")
+    try:
+        hold = int(count) if colon else 1
+    except ValueError:
+        hold = 0
+    if not name or hold < 1:  # at the first write of any file: before the run's work
+        raise RunError(
+            f"{PAUSE_BEFORE_RENAME}={value}: not NAME or NAME:K; NAME is a file's name "
+            "(checkpoint.pt), K which write of it to hold, 1 or more (a test hook: unset it)"
+        )
     if name != path.name:
         return
     _writes[name] = _writes.get(name, 0) + 1
-    if _writes[name] == int(count or 1):
+    if _writes[name] == hold:
         time.sleep(3600)  # the test kills the process here
 
 

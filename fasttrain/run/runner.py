@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from fasttrain.config.curriculum import Curriculum
 from fasttrain.config.file import CONFIG_HEADER, to_toml
 from fasttrain.config.resolve import Config
 from fasttrain.device import resolve_device
-from fasttrain.errors import ConfigError, RunError, reason
+from fasttrain.errors import ConfigError, RunError, one_line, reason
 from fasttrain.kernels.compiling import notices_to
 from fasttrain.learners import distributed, make_trainer, savedstate
 from fasttrain.learners.ranks import RankStopped
@@ -63,45 +62,9 @@ from fasttrain.run.parts import (
     check_order,
 )
 from fasttrain.run.rundir import RunLock, check_writable, write_atomic
-from fasttrain.run.startup import EXIT_CODES
+from fasttrain.run.startup import RunInterrupted, StopSignals
 
 REPLAY_FPS = 20  # frames per second of a run's replay.gif
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run stopped on SIGINT or SIGTERM after saving; ``exit_code`` is 130 or 143."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.exit_code = EXIT_CODES.get(signum, 130)
-
-
-class StopSignals:
-    """SIGINT and SIGTERM ask the run to stop at the next iteration boundary; a second one
-    stops at once (the last checkpoint stays as it was)."""
-
-    def __init__(self, twice_stops_at_once: bool = True):
-        self.signum: int | None = None
-        self._previous: dict = {}
-        # under torchrun a Ctrl-C reaches each rank twice (the terminal's, then torchrun's
-        # forwarded one): there only the iteration boundary stops a rank
-        self.twice_stops_at_once = twice_stops_at_once
-
-    def _handle(self, signum, frame):
-        if self.signum is not None and self.twice_stops_at_once:
-            self.signum = signum  # the second one names the exit code
-            raise KeyboardInterrupt  # asked twice: give up the iteration in flight
-        self.signum = signum
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signum in EXIT_CODES:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
 
 
 def default_out(config: Config) -> Path:
@@ -337,7 +300,9 @@ def _run(plan: Plan, lock, echo, ranks) -> dict:
             k = getattr(exc, "member", None)
             if not plan.population or k is None:
                 raise
-            raise ConfigError(f"population {plan.out}, member {runs[k].member.name}: {exc}") from None
+            raise ConfigError(
+                f"population {plan.out}, member {runs[k].member.name}: {exc}"
+            ) from None
         if trainer.iteration >= trainer.num_iterations:
             return _complete(trainer, plan, echo, ranks)
     curriculum = None
@@ -375,9 +340,13 @@ def _complete(trainer, plan: Plan, echo, ranks) -> dict:
     )
     name = population_run.POPULATION_FILE if plan.population else "summary.json"
     summary_path = plan.out / name
-    if not ranks.main:
+    if not ranks.main or not summary_path.exists():
         return {}
-    return json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    try:
+        return json.loads(summary_path.read_bytes()[: 1 << 24])
+    except (OSError, ValueError, RecursionError) as exc:  # damaged: the run stands, unchanged
+        echo(f"warning: {summary_path} is unreadable ({one_line(exc)[:80]}); it is left as it is")
+        return {}
 
 
 def settings_line(config: Config, trainer, out: Path, curriculum) -> str:

@@ -7,6 +7,9 @@ top of ``fasttrain.cli`` under ``python -m fasttrain.cli``), before click, torch
 imported; ``release`` restores Python's own handlers once the command line is ready, so each
 command handles signals as it chooses (``run`` saves at an iteration boundary, ``sweep`` writes
 what it has). Imports nothing beyond the standard library.
+
+A run's own handlers (``StopSignals``) take over at its first iteration: they ask it to stop at
+the next boundary (``RunInterrupted`` carries 130 / 143 out once it saved).
 """
 
 from __future__ import annotations
@@ -73,3 +76,44 @@ def release() -> None:
     while _previous:
         signum, handler = _previous.popitem()
         signal.signal(signum, handler)
+
+
+# ------------------------------------------------------------------------------- a run's
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run stopped on SIGINT or SIGTERM after saving; ``exit_code`` is 130 or 143."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = EXIT_CODES.get(signum, 130)
+
+
+class StopSignals:
+    """SIGINT and SIGTERM ask the run to stop at the next iteration boundary; a second one
+    stops at once (the last checkpoint stays as it was)."""
+
+    def __init__(self, twice_stops_at_once: bool = True):
+        self.signum: int | None = None
+        self._previous: dict = {}
+        # under torchrun a Ctrl-C reaches each rank twice (the terminal's, then torchrun's
+        # forwarded one): there only the iteration boundary stops a rank
+        self.twice_stops_at_once = twice_stops_at_once
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and self.twice_stops_at_once:
+            self.signum = signum  # the second one names the exit code
+            # asked twice: give up the iteration in flight, with the second one's exit code
+            # wherever it lands (a part's close in a finally block included)
+            raise RunInterrupted(signum)
+        self.signum = signum
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in EXIT_CODES:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)

@@ -74,6 +74,27 @@ def test_a_run_writes_its_own_curves(two_runs):
     assert image.imread(path).shape[:2] == (640, 800)  # return and score panels
 
 
+def test_names_a_user_gave_are_drawn_as_they_are(tmp_path):
+    """A run folder, a column and a game name are a user's text: a ``$`` starts no mathtext
+    (``run $_$`` ended in a ParseSyntaxException) and a leading ``_`` keeps its legend entry."""
+    runs = [make_run(tmp_path / name, "snake $_$", [1.0, 2.0, 3.0]) for name in ("run $_$", "_b")]
+    for run in runs:  # one more column, a$_$b
+        path = run / "metrics.csv"
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0] + ",a$_$b"] + [row + ",7.0" for row in lines[1:]]))
+    out = tmp_path / "c.png"
+    args = ["plot", *map(str, runs), "--y", "a$_$b", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert image.imread(out).std() > 0
+    fig = figure([read_run(run) for run in runs], "steps", ("a$_$b",))
+    ax = fig.axes[0]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["run $_$", "_b"]
+    assert (ax.get_ylabel(), ax.get_title()) == ("a$_$b", "snake $_$")
+    assert write_curves(runs[0]) == runs[0] / "curves.png"  # a run's own curves at its end
+    assert image.imread(runs[0] / "curves.png").shape[:2] == (640, 800)
+
+
 @pytest.mark.parametrize(
     "args,words",
     [

@@ -8,7 +8,9 @@ import csv
 import importlib.util
 import json
 import math
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -365,6 +367,102 @@ def test_final_values_are_the_mean_of_the_rows_in_the_last_twentieth():
     for step, value in ((140_000, 5.0), (143_000, 7.0), (150_000, 9.0)):
         watch(row(float(step), value, step))
     assert watch.value() == 8.0
+
+
+# ------------------------------------------------------------------------------- study.db
+
+
+@pytest.fixture(scope="module")
+def one_trial(tmp_path_factory):
+    """A sweep folder holding one finished trial of FINAL_RETURN (its first trial)."""
+    folder = tmp_path_factory.mktemp("one-trial")
+    out = folder / "out"
+    result = invoke(
+        "--config", str(write(folder, FINAL_RETURN)), "--out", str(out), "--trials", "1"
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def copy_of(one_trial: Path, tmp_path: Path, sql: str = "") -> Path:
+    """A copy of ``one_trial`` whose study.db has had ``sql`` run on it, as a user might."""
+    out = tmp_path / "out"
+    shutil.copytree(one_trial, out)
+    with sqlite3.connect(out / "study.db") as db:
+        db.executescript(sql)
+    db.close()
+    return out
+
+
+def continue_sweep(tmp_path: Path, out: Path, *args: str):
+    return invoke("--config", str(write(tmp_path, FINAL_RETURN)), "--out", str(out), *args)
+
+
+@needs_optuna
+def test_a_study_of_another_sampler_seed_or_without_its_record_is_refused_before_any_trial(
+    one_trial, tmp_path
+):
+    out = copy_of(one_trial, tmp_path)
+    result = continue_sweep(tmp_path, out, "--seed", "5")
+    assert result.exit_code == 1
+    assert one_line(result) == (
+        f"Error: {out / 'study.db'} holds another sweep: its sweep.seed is 0 (this sweep: 5); "
+        "choose another --out"
+    )
+    # a study without the record of its sweep (an older fasttrain's) cannot be checked
+    out = copy_of(one_trial, tmp_path / "b", "DELETE FROM study_user_attributes;")
+    result = continue_sweep(tmp_path, out)
+    assert result.exit_code == 1
+    assert one_line(result) == (
+        f"Error: {out / 'study.db'} holds another sweep: it records no fasttrain sweep "
+        "settings, params and sampler seed; choose another --out"
+    )
+    assert not (out / "trial-0001").exists()
+
+
+@needs_optuna
+@pytest.mark.parametrize(
+    "distribution, expected",
+    [
+        ('{"name": "Nope", "attributes": {}}', "{db}: Unknown distribution class: Nope"),
+        (  # a distribution Optuna reads, but not this sweep's
+            '{"name": "FloatDistribution", "attributes": '
+            '{"low": 0.5, "high": 0.9, "log": false, "step": null}}',
+            "{db} holds another sweep: its trial 0 drew ppo.learning_rate from FloatDistribution("
+            "high=0.9, log=False, low=0.5, step=None) (this sweep: FloatDistribution(high=0.01, "
+            "log=True, low=0.0001, step=None)); choose another --out",
+        ),
+    ],
+)
+def test_a_study_whose_trials_name_another_distribution_is_refused_in_one_line(
+    one_trial, tmp_path, distribution, expected
+):
+    sql = f"UPDATE trial_params SET distribution_json = '{distribution}';"
+    out = copy_of(one_trial, tmp_path, sql)
+    result = continue_sweep(tmp_path, out)
+    assert result.exit_code == 1
+    assert one_line(result) == "Error: " + expected.format(db=out / "study.db")
+    assert not (out / "trial-0001").exists()
+
+
+@needs_optuna
+@pytest.mark.parametrize(
+    "table, expected",
+    [
+        ("trials", "(sqlite3.IntegrityError) no"),  # the first ask: before any trial runs
+        ("trial_values", "refused to store how trial 1 ended"),  # Optuna drops that write
+    ],
+)
+def test_a_study_whose_trigger_aborts_a_write_ends_in_one_line(
+    one_trial, tmp_path, table, expected
+):
+    sql = f"CREATE TRIGGER t BEFORE INSERT ON {table} BEGIN SELECT RAISE(ABORT, 'no'); END;"
+    out = copy_of(one_trial, tmp_path, sql)
+    result = continue_sweep(tmp_path, out, "--trials", "3")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.strip().splitlines()[-1] == f"Error: {out / 'study.db'}: {expected}"
+    assert (out / "trial-0001").exists() == (table == "trial_values")
+    assert not (out / "trial-0002").exists()  # the sweep ended there
 
 
 # ------------------------------------------------------------------------------- bad input

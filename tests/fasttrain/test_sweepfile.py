@@ -102,11 +102,9 @@ def test_a_sweep_of_learners_may_set_each_learners_section(tmp_path):
 
 
 def test_the_example_population_sweep_file_varies_only_what_members_may():
-    from fasttrain.sweep import population_problem
-
     s = sweepfile.load(ROOT / "examples" / "sweep_cartpole_population.toml")
     assert s.base.game.name == "cartpole" and len(s.params) == 4
-    assert population_problem(s) is None
+    assert sweepfile.population_problem(s) is None
 
 
 def test_the_example_sweep_file_is_valid():

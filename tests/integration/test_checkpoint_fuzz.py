@@ -23,7 +23,7 @@ import os
 
 import pytest
 
-from tests import fuzzing
+from tests import fuzzing, fuzzpopulation
 from tests.cli import finish, start
 
 pytestmark = pytest.mark.skipif(
@@ -52,7 +52,8 @@ HALVES = (
         "cartpole-dqn",
     ],
 )
-assert sorted(HALVES[0] + HALVES[1]) == sorted(fuzzing.BASES)  # every base, once
+POPULATIONS = ["cartpole-ppo-population", "cartpole-pqn-population"]  # tests/fuzzpopulation.py
+assert sorted(HALVES[0] + HALVES[1] + POPULATIONS) == sorted(fuzzing.BASES)  # every base, once
 
 
 def fuzz(tmp_path, bases, count, timeout, *extra) -> dict:
@@ -83,17 +84,24 @@ def fuzz(tmp_path, bases, count, timeout, *extra) -> dict:
 def check(outcomes: dict, bases) -> None:
     rows = outcomes["rows"]
     assert {row["base"] for row in rows} == set(bases)
-    assert {row["reader"] for row in rows} == set(fuzzing.READERS)
+    for base in bases:  # each base read by each of its readers
+        readers = fuzzpopulation.READERS if fuzzing.is_population(base) else fuzzing.READERS
+        assert {row["reader"] for row in rows if row["base"] == base} == set(readers)
     failed = [row for row in rows if row["outcome"] == "FAIL"]
     assert not failed, "\n" + fuzzing.table(rows, SEED)
 
 
 def test_a_seeded_sample_of_hostile_checkpoints_is_refused_in_one_line_or_runs(tmp_path):
-    """Snake PPO, a few cases of each kind, every reader; first the fuzzer's own check that it
-    tells a crash, a hang, a traceback, a refusal and a run apart."""
-    outcomes = fuzz(tmp_path, ["snake-ppo"], 8, 240, "--self-check")
-    assert {row["kind"] for row in outcomes["rows"]} == {"env", "learner", "tensor", "header"}
-    check(outcomes, ["snake-ppo"])
+    """Snake PPO, a few cases of each kind, every reader, and a PPO population's (a member's
+    checkpoint, population.json, --seeds and --vary forms); first the fuzzer's own check that
+    it tells a crash, a hang, a traceback, a refusal and a run apart."""
+    bases = ["snake-ppo", "cartpole-ppo-population"]
+    outcomes = fuzz(tmp_path, bases, 8, 240, "--self-check")
+    kinds = {"env", "learner", "tensor", "header"}
+    assert {row["kind"] for row in outcomes["rows"] if row["base"] == bases[0]} == kinds
+    kinds |= {"file", "command"}
+    assert {row["kind"] for row in outcomes["rows"] if row["base"] == bases[1]} == kinds
+    check(outcomes, bases)
 
 
 @pytest.mark.slow
@@ -103,6 +111,15 @@ def test_every_game_and_learner_reads_hostile_checkpoints_safely(tmp_path, half)
     about two minutes each on a warm kernel cache."""
     bases = HALVES[half]
     check(fuzz(tmp_path, bases, 40, 900), bases)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", POPULATIONS)
+def test_populations_read_every_hostile_member_file_and_command_safely(tmp_path, base):
+    """Every case of a population of two (PPO, PQN): the solo cases on one member's
+    checkpoint, each population.json field and form, the member folders, --seeds and --vary
+    forms; about a minute each."""
+    check(fuzz(tmp_path, [base], "all", 900), [base])
 
 
 def small_state() -> dict:
@@ -159,3 +176,33 @@ def _saved(path, state):
 
     checkpoint.save(path, state)
     return path
+
+
+def test_the_population_cases_cover_every_field_and_form(tmp_path):
+    """Each population.json member field has hostile values, each changes the file, and every
+    command case names the options it runs with."""
+    import json as json_
+
+    from tests.fuzzpopulation import FIELD_VALUES, command_args, command_cases, file_cases
+
+    entry = {"dir": "seed-1", "seed": 1, "sets": []}
+    assert set(FIELD_VALUES) == set(entry)  # every field population.json's reader takes
+    base = json_.dumps({"members": [{"dir": "seed-0", "seed": 0, "sets": []}, entry]})
+    for n, case in enumerate(file_cases()):
+        folder = tmp_path / str(n)
+        (folder / "seed-0").mkdir(parents=True)
+        (folder / "seed-1").mkdir()
+        (folder / "seed-0" / "checkpoint.pt").write_bytes(b"0")
+        (folder / "seed-1" / "checkpoint.pt").write_bytes(b"1")
+        (folder / "population.json").write_text(base)
+        case.apply(folder)
+        after = [(p.name, p.is_symlink()) for p in sorted(folder.iterdir())]
+        changed = (folder / "population.json").read_bytes() != base.encode()
+        assert (
+            changed
+            or after != [("population.json", False), ("seed-0", False), ("seed-1", False)]
+            or ((folder / "seed-1" / "checkpoint.pt").read_bytes() == b"0")
+        ), case.id
+    for case in command_cases():
+        args = command_args(case.id, "pqn")
+        assert args[0] == "--seeds" and all("ppo." not in a for a in args), case.id

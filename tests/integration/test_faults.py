@@ -629,16 +629,25 @@ BAD_INPUTS = {
         1,
         "cannot create run directory file/run: {tmp}/file is a file",
     ),
-    "num-envs 1e12": (["--num-envs", "1000000000000"], 1, "1,000,000,000,000 snake envs need"),
-    "num_steps 1e8": (
-        ["--set", "ppo.num_steps=100000000", "--set", "ppo.num_envs=1024"],
+    "num-envs 1e12": (
+        ["--num-envs", "1000000000000"],
         1,
-        # learners.rollout.nbytes, T = 1e8 steps of N = 1024 rows (snake 12x12: 576 B boards):
-        # obs and final_obs (2T + 1) * N * 576 B, actions T * N * 8 B, six float32 buffers
-        # (rewards, values, final_values, returns, logprobs, advantages) T * N * 24 B, the two
-        # flags T * N * 2 B, episode_starts (T + 1) * N B, last_values N * 4 B:
-        # 121,548,800,594,944 B = 113,201.1 GiB
-        "PPO rollout storage needs 113,201.1 GiB",
+        "ppo.num_envs must be in [1, 16_777_216], got 1000000000000",
+    ),
+    "num_steps 65536": (
+        ["--set", "ppo.num_steps=65536", "--set", "ppo.num_envs=1024"],
+        1,
+        # learners.rollout.nbytes, T = 65,536 steps of N = 1024 rows (snake 12x12: 576 B
+        # boards): obs and final_obs (2T + 1) * N * 576 B, actions T * N * 8 B, six float32
+        # buffers (rewards, values, final_values, returns, logprobs, advantages) T * N * 24 B,
+        # the two flags T * N * 2 B, episode_starts (T + 1) * N B, last_values N * 4 B:
+        # 79,658,816,512 B = 74.2 GiB
+        "PPO rollout storage needs 74.2 GiB",
+    ),
+    "num_steps 1e8": (
+        ["--set", "ppo.num_steps=100000000"],
+        1,
+        "ppo.num_steps must be in [1, 65536], got 100000000",  # a loop's length: bounded
     ),
     "hidden 1e9": (
         ["--set", "model.hidden=1000000000"],

@@ -30,10 +30,12 @@ SIZES = sets(
 STEPS = 64  # two iterations of 4 x 8 per member
 
 
-def population(out, *extra, steps=STEPS):
-    result = cli_in_process(
-        "run", "--game", "cartpole", "--seeds", "0-1", "--steps", steps, "--out", out, *SIZES, *extra
-    )
+CARTPOLE = ("run", "--game", "cartpole")
+
+
+def population(out, *extra, steps=STEPS, seeds="0-1"):
+    args = ("--seeds", seeds, "--steps", steps, "--out", out, *SIZES, *extra)
+    result = cli_in_process(*CARTPOLE, *args)
     assert result.returncode == 0, result.stderr
     return out
 
@@ -136,11 +138,21 @@ def test_a_member_holding_another_members_or_learners_checkpoint_is_refused(base
     _seed_in_file(out)
     assert "population.json gives this member seed 7" in one_line(resume(out))
     pqn = tmp_path / "pqn"
-    cli_in_process(
-        "run", "--game", "cartpole", "--algo", "pqn", "--seeds", "0-1", "--steps", STEPS,
-        "--out", pqn, *sets("game.cartpole.pqn.num_envs=4", "game.cartpole.pqn.num_steps=8",
-                            "model.hidden=16", "log.curves=false", "run.compile=off"),
-    )  # fmt: skip
+    sizes = sets("game.cartpole.pqn.num_envs=4", "game.cartpole.pqn.num_steps=8")
+    made = cli_in_process(
+        *CARTPOLE,
+        "--algo",
+        "pqn",
+        "--seeds",
+        "0-1",
+        "--steps",
+        STEPS,
+        "--out",
+        pqn,
+        *sizes,
+        *sets("model.hidden=16", "log.curves=false"),
+    )
+    assert made.returncode == 0, made.stderr
     out = copy_of(base, tmp_path / "c")
     _pqn_member(out, pqn)
     assert "written by learner 'pqn' and this population trains 'ppo'" in one_line(resume(out))
@@ -193,10 +205,8 @@ def test_vary_values_name_folders_by_their_parsed_values_inside_the_population(t
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_dir()) == sorted(
         ["a", "b", "pop", *names[1:]]
     )
-    bad = cli_in_process(
-        "run", "--game", "cartpole", "--seeds", "0", "--vary", 'ppo.gamma=0.9,"../x"',
-        "--out", tmp_path / "other", *SIZES,
-    )  # fmt: skip
+    vary = ("--vary", 'ppo.gamma=0.9,"../x"')
+    bad = cli_in_process(*CARTPOLE, "--seeds", "0", *vary, "--out", tmp_path / "other", *SIZES)
     assert "'\"../x\"' is not a value a member's folder can be named by" in one_line(bad)
     assert not (tmp_path / "other").exists()
 
@@ -215,7 +225,7 @@ def test_settings_on_a_population_resume_are_applied_or_refused_as_a_solo_runs(b
 
 
 def test_a_seed_setting_beside_seeds_is_refused_like_seed(tmp_path):
-    args = ("run", "--game", "cartpole", "--seeds", "0-1", "--out", tmp_path / "p", *SIZES)
+    args = (*CARTPOLE, "--seeds", "0-1", "--out", tmp_path / "p", *SIZES)
     line = one_line(cli_in_process(*args, "--set", "run.seed=5"))
     assert line == "Error: --set run.seed: --seeds gives every member its seed; drop run.seed"
     (tmp_path / "c.toml").write_text("[run]\nseed = 3\n")
@@ -293,3 +303,15 @@ def test_two_sigterms_end_a_population_with_143(tmp_path):
             proc.send_signal(signal.SIGTERM)
             break
     assert finish(proc).returncode == 143
+
+
+@pytest.mark.parametrize("text", ["not json", "[" * 100_000 + "]" * 100_000])
+def test_a_finished_runs_damaged_summary_is_reported_not_a_traceback(tmp_path, text):
+    out = tmp_path / "solo"
+    made = cli_in_process(*CARTPOLE, "--steps", 32, "--out", out, *SIZES)
+    assert made.returncode == 0, made.stderr
+    (out / "summary.json").write_text(text)
+    again = resume(out, steps=32)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert f"warning: {out / 'summary.json'} is unreadable" in again.stdout
+    assert (out / "summary.json").read_text() == text

@@ -1,11 +1,13 @@
 """Config: code defaults equal config.toml, overrides apply, bad input fails with one line."""
 
 import dataclasses
+import re
 
 import pytest
 import tomllib
 
 from fasttrain import games
+from fasttrain.config import choices
 from fasttrain.config import file as configfile
 from fasttrain.config import resolve as cfg
 from fasttrain.learners import LEARNERS
@@ -343,3 +345,59 @@ def test_settings_the_checkpoint_is_built_for_cannot_change_on_resume():
     )
     assert LEARNERS["ppo"].fixed == ("optimizer", "overlap")
     assert LEARNERS["pqn"].fixed == ("optimizer", "layer_norm")
+
+
+# ------------------------------------------------------------------ counts that set loop lengths
+
+HUGE = 2**70  # 1180591620717411303424: once accepted, the first iteration never ended
+# every bounded count and its section (a learner's settings are checked on every run, so DQN's
+# need no --algo)
+COUNTS = [
+    *((name, key) for name in LEARNERS for key in cfg.SECTIONS[name].__dataclass_fields__),
+    ("run", "action_repeat"),
+    ("run", "torch_threads"),
+    ("model", "layers"),
+]
+COUNTS = [(section, key) for section, key in COUNTS if key in choices.MOST]
+
+
+@pytest.mark.parametrize("section, key", COUNTS)
+def test_a_count_past_its_bound_is_refused_in_one_line_naming_the_range(section, key):
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.from_dict({section: {key: HUGE}})
+    found = re.fullmatch(r"(\S+) must be in \[(\d+), ([\d_]+)\], got (\d+)", str(info.value))
+    assert found, str(info.value)
+    name, low, most, got = found.groups()
+    assert name == f"{section}.{key}" and int(got) == HUGE
+    assert int(low) == (0 if key in ("learning_starts", "torch_threads") else 1)
+    assert int(most.replace("_", "")) == choices.MOST[key]  # as TOML writes it: 1_000_000
+
+
+def test_the_bound_holds_wherever_a_config_is_built(tmp_path):
+    """--set, a --config file, and a checkpoint's saved config (the layer --resume builds on),
+    with the game's own section too."""
+    line = f"ppo.update_epochs must be in [1, 1000], got {HUGE}"
+    path = tmp_path / "epochs.toml"
+    path.write_text(f"[game.cartpole.ppo]\nupdate_epochs = {HUGE}\n")
+    builds = {
+        "--set": lambda: cfg.load(sets=[f"ppo.update_epochs={HUGE}"]),
+        "file": lambda: cfg.load(path, sets=["game.name=cartpole"]),
+        "checkpoint": lambda: cfg.build([("checkpoint", {"ppo": {"update_epochs": HUGE}})]),
+        "--steps": lambda: cfg.defaults().with_learner("command line", total_timesteps=HUGE),
+    }
+    for name, build in builds.items():
+        with pytest.raises(cfg.ConfigError) as info:
+            build()
+        want = line if name != "--steps" else "ppo.total_timesteps must be in [1, "
+        assert str(info.value).startswith(want), (name, str(info.value))
+    assert cfg.load(sets=["ppo.update_epochs=1000"]).learner.update_epochs == 1000  # the bound
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_preset_resolves_within_the_bounds(monkeypatch, device):
+    from fasttrain import device as devices
+
+    monkeypatch.setattr(devices, "device_type", lambda name: device)
+    for game in games.names():  # every learner's settings are checked on each game's run
+        config = cfg.from_dict({"game": {"name": game}})
+        assert config.layers.device == device

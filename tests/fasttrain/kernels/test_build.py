@@ -87,3 +87,73 @@ def test_a_truncated_generated_file_is_written_again(tmp_path, monkeypatch):
     path.write_text(text[:15])  # a killed writer's half file
     assert load_module("truncated_test", text, {}).Y == 42
     assert path.read_text() == text
+
+
+# ------------------------------------------------------------------ a kernel cache is code
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="Windows has no such modes")
+
+
+def refusal(path, problem: str, fix: str = "use a folder only you can write") -> str:
+    return (
+        f"kernel cache {path} {problem}; a kernel cache is code: {fix} or set FASTTRAIN_CACHE_DIR"
+    )
+
+
+@posix_only
+@pytest.mark.parametrize("mode, who", [(0o777, "others"), (0o1777, "others"), (0o770, "its group")])
+def test_a_cache_others_may_write_is_refused_before_anything_in_it_loads(
+    tmp_path, monkeypatch, mode, who
+):
+    root = tmp_path / "cache"
+    (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "planted_test.py").write_text("LOADED = True\n")
+    root.chmod(mode)
+    monkeypatch.setenv("FASTTRAIN_CACHE_DIR", str(root))
+    with pytest.raises(PermissionError) as info:
+        load_module("planted_test", "LOADED = False\n", {})
+    fix = f"use a folder only you can write (chmod go-w {root})"
+    assert str(info.value) == refusal(root, f"is writable by {who} (mode {mode:04o})", fix)
+    assert "fasttrain_generated_planted_test" not in sys.modules  # nothing was imported
+    assert (root / "kernels" / "planted_test.py").read_text() == "LOADED = True\n"  # nor written
+
+
+@posix_only
+@pytest.mark.parametrize("inner", ["kernels", "kernels/__pycache__"])
+def test_every_folder_fasttrain_makes_in_the_cache_is_checked(tmp_path, monkeypatch, inner):
+    root = tmp_path / "cache"
+    (root / inner).mkdir(parents=True)
+    (root / inner).chmod(0o775)
+    monkeypatch.setenv("FASTTRAIN_CACHE_DIR", str(root))
+    with pytest.raises(PermissionError) as info:
+        load_module("group_test", "X = 1\n", {})
+    fix = f"use a folder only you can write (chmod go-w {root / inner})"
+    assert str(info.value) == refusal(root / inner, "is writable by its group (mode 0775)", fix)
+
+
+@posix_only
+def test_a_cache_another_user_owns_is_refused(tmp_path, monkeypatch):
+    from fasttrain.kernels import build
+
+    monkeypatch.setenv("FASTTRAIN_CACHE_DIR", str(tmp_path))
+    owner = os.stat(tmp_path).st_uid
+    monkeypatch.setattr(build.os, "geteuid", lambda: owner + 1)  # as the user after the owner
+    with pytest.raises(PermissionError) as info:
+        load_module("owned_test", "X = 1\n", {})
+    problem = f"is owned by another user (uid {owner}; you are {owner + 1})"
+    assert str(info.value) == refusal(tmp_path, problem)
+
+
+@posix_only
+def test_the_cache_folders_fasttrain_makes_only_their_owner_may_write(tmp_path, monkeypatch):
+    root = tmp_path / "new" / "cache"
+    monkeypatch.setenv("FASTTRAIN_CACHE_DIR", str(root))
+    previous = os.umask(0)  # the loosest umask: the folders are still 0700
+    try:
+        assert load_module("private_test", "X = 41\n", {}).X == 41
+    finally:
+        os.umask(previous)
+    for folder in (root, root / "kernels", root / "kernels" / "__pycache__"):
+        assert os.stat(folder).st_mode & 0o777 == 0o700, folder
+    root.chmod(0o755)  # a cache others may read but not write is the user's own
+    assert load_module("private_test", "X = 42\n", {}).X == 42

@@ -66,6 +66,23 @@ def test_write_atomic_replaces_the_file_and_leaves_no_temp(tmp_path):
     assert files(tmp_path) == {"summary.json": b"new bytes"}
 
 
+@pytest.mark.parametrize("value", ["checkpoint.pt:x", "checkpoint.pt:0", "checkpoint.pt:", ":2"])
+def test_a_malformed_test_hook_is_refused_in_one_line_at_the_first_write(
+    tmp_path, monkeypatch, value
+):
+    monkeypatch.setenv(rundir.PAUSE_BEFORE_RENAME, value)
+    with pytest.raises(RunError) as info:
+        write_atomic(tmp_path / "summary.json", "{}")  # any file: not only the one it names
+    assert str(info.value) == (
+        f"FASTTRAIN_TEST_PAUSE_BEFORE_RENAME={value}: not NAME or NAME:K; NAME is a file's name "
+        "(checkpoint.pt), K which write of it to hold, 1 or more (a test hook: unset it)"
+    )
+    assert files(tmp_path) == {}  # nothing written, no temp left
+    monkeypatch.setenv(rundir.PAUSE_BEFORE_RENAME, "checkpoint.pt:2")  # other files pass
+    write_atomic(tmp_path / "summary.json", "{}")
+    assert files(tmp_path) == {"summary.json": b"{}"}
+
+
 def enospc(*args):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

@@ -1,0 +1,66 @@
+"""The environment variables the ``fasttrain`` command reads, checked as it starts: a bad value
+is one line, ``VAR=value: what is wrong; what is valid``, never a traceback from deep inside a
+command (or a warning that prints one, as Numba's reading of ``NUMBA_NUM_THREADS`` does).
+
+``check_at_start`` runs in ``fasttrain.cli.entry`` before Numba is imported (Numba reads
+``NUMBA_NUM_THREADS`` as it imports); torchrun's variables are read by
+``fasttrain.learners.ranks``, with ``whole_number`` here. Imports nothing of fasttrain's but its
+errors at load.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fasttrain.errors import ConfigError
+
+NUMBA_NUM_THREADS = "NUMBA_NUM_THREADS"
+# fasttrain.kernels.backends.CHECKED_KERNELS, named here so that a command that never compiles
+# a kernel imports Numba only where the variable is set (a test checks the two agree)
+CHECKED_KERNELS = "FASTTRAIN_CHECKED_KERNELS"
+
+
+def whole_number(name: str, low: int, high: int | None, valid: str) -> int | None:
+    """The whole number in environment variable ``name`` from ``low`` to ``high`` (None: no
+    upper bound); None when it is unset. Anything else, an empty value included, is a
+    ConfigError in one line ending in ``valid``, what the variable takes."""
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        problem = "not a whole number"
+    else:
+        if value >= low and (high is None or value <= high):
+            return value
+        problem = f"below {low}" if value < low else f"above {high}"
+    raise ConfigError(f"{name}={text}: {problem}; {valid}")
+
+
+def numba_threads() -> int | None:
+    """``NUMBA_NUM_THREADS``, the size of Numba's thread pool: 1 or more (Numba itself warns
+    with a traceback and goes on for a value that is not a number, and fails on its first
+    parallel launch, or as it imports, for one below 1)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return whole_number(
+        NUMBA_NUM_THREADS,
+        1,
+        None,
+        f"the threads of Numba's pool, 1 or more (this machine has {cores or 1} cores), or "
+        "unset for one per core",
+    )
+
+
+def check_at_start() -> None:
+    """Every variable any command reads, before the command (and Numba) starts: one
+    ConfigError line for the first bad one. torchrun's variables are checked by ``fasttrain
+    run``, the one command that reads them."""
+    numba_threads()
+    if CHECKED_KERNELS in os.environ:  # imports Numba: only where the variable is set
+        from fasttrain.kernels.backends import checked_kernels
+
+        try:
+            checked_kernels()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
