@@ -234,54 +234,45 @@ def test_a_seed_setting_beside_seeds_is_refused_like_seed(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
-def test_a_live_population_locks_its_folder_and_every_member(tmp_path):
-    """While a population trains (held here inside its third checkpoint write), no run may
-    write into its folder or a member's; once it is gone, its members stay its own."""
-    out = tmp_path / "pop"
-    env = {rundir.PAUSE_BEFORE_RENAME: f"{checkpoint.FILENAME}:3"}
-    args = ["run", "--game", "cartpole", "--seeds", "0-1", "--steps", STEPS, "--out", out]
-    proc = start_cli(*args, *SIZES, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while not list((out / "seed-0").glob(".checkpoint.pt.*.tmp")):
-            assert proc.poll() is None and time.monotonic() < deadline, "no third write"
-            time.sleep(0.05)
-        solo = ["run", "--game", "cartpole", "--steps", STEPS, *SIZES]
-        for attempt, folder in [
-            (["run", "--resume", out / "seed-0", "--steps", 96], "seed-0"),
-            ([*solo, "--out", out / "seed-1"], "seed-1"),
-            ([*args[:-2], "--out", out / "seed-0", *SIZES], "seed-0"),
-            ([*solo, "--out", out], ""),
-        ]:
-            line = one_line(cli_in_process(*attempt))
-            assert f"run directory {out / folder if folder else out} is in use" in line, line
-    finally:
-        proc.kill()
-        finish(proc)
-    line = one_line(cli_in_process("run", "--game", "cartpole", "--out", out, *SIZES))
-    assert f"{out} already holds a run" in line
-
-
 def weights(folder):
     return checkpoint.read_state(folder)["model"]
 
 
-def test_a_kill_between_two_members_writes_resumes_every_member_exactly(tmp_path):
-    """kill -9 with member 0 at the new step and member 1 still at the previous one: the
-    population continues from the previous step, whole, and ends as the uninterrupted one."""
+def test_a_live_population_is_locked_and_a_kill_between_two_writes_resumes_exactly(tmp_path):
+    """Held inside member 1's second write (member 0 already at the new step): no run may
+    write into the population's folder or a member's while it lives; killed there (-9), the
+    population continues from the step every member holds, whole, and ends as the
+    uninterrupted one."""
     straight = population(tmp_path / "straight", steps=96)
     out = tmp_path / "pop"
     env = {rundir.PAUSE_BEFORE_RENAME: f"{checkpoint.FILENAME}:4"}  # member 1's second write
-    args = ["run", "--game", "cartpole", "--seeds", "0-1", "--steps", 96, "--out", out, *SIZES]
+    args = [*CARTPOLE, "--seeds", "0-1", "--steps", 96, "--out", out, *SIZES]
     proc = start_cli(*args, env=env)
-    deadline = time.monotonic() + 120
-    while len(list((out / "seed-1").glob(".checkpoint.pt.*.tmp"))) == 0:
-        assert proc.poll() is None and time.monotonic() < deadline, "no fourth write"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    finish(proc)
+    try:
+        deadline = time.monotonic() + 120
+        # member 0's second write is done (its previous checkpoint kept), member 1's held
+        while not (
+            (out / "seed-0" / checkpoint.PREVIOUS).exists()
+            and list((out / "seed-1").glob(".checkpoint.pt.*.tmp"))
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "no fourth write"
+            time.sleep(0.02)
+        solo = [*CARTPOLE, "--steps", STEPS, *SIZES]
+        for attempt, folder in [
+            (["run", "--resume", out / "seed-0", "--steps", 96], out / "seed-0"),
+            ([*solo, "--out", out / "seed-1"], out / "seed-1"),
+            ([*CARTPOLE, "--seeds", "0-1", "--out", out / "seed-0", *SIZES], out / "seed-0"),
+            ([*solo, "--out", out], out),
+        ]:
+            line = one_line(cli_in_process(*attempt))
+            assert f"run directory {folder} is in use" in line, line
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        finish(proc)
     steps = [checkpoint.read_state(out / m)["global_step"] for m in ("seed-0", "seed-1")]
     assert steps == [64, 32]  # the members' newest checkpoints disagree
+    line = one_line(cli_in_process(*CARTPOLE, "--out", out, *SIZES))
+    assert f"{out} already holds a run" in line  # a population's folder, the process gone
     resumed = resume(out, steps=96)
     assert resumed.returncode == 0, resumed.stderr
     assert "continuing every member from step 32" in resumed.stdout

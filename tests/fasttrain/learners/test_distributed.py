@@ -34,6 +34,9 @@ SETS = ["--game", "cartpole"] + sets(
     "run.compile=off",  # not the runs of 10**9 steps that stand for "until stopped"
 )
 STEPS_PER_ITERATION = 16 * 16 * 2  # envs x steps x ranks
+# the tests of the four two-rank runs (``runs``: 48 s of the default tier's four minutes on two
+# cores) run in the slow tier; the default tier keeps torchrun's failure paths and statistics
+SLOW = pytest.mark.slow
 VOLATILE = ("time_s", "sps")  # columns that depend on timing
 
 
@@ -94,6 +97,7 @@ def runs(tmp_path_factory):
     return root, results
 
 
+@SLOW
 def test_ranks_keep_identical_weights_and_optimizer_state_but_play_their_own_games(runs):
     root, results = runs
     state = checkpoint.load(root / "straight")
@@ -108,6 +112,7 @@ def test_ranks_keep_identical_weights_and_optimizer_state_but_play_their_own_gam
     assert state["identity"]["world_size"] == 2
 
 
+@SLOW
 def test_dqn_ranks_keep_identical_online_and_target_networks(runs):
     root, _ = runs
     state = checkpoint.load(root / "dqn")
@@ -149,6 +154,7 @@ def test_episode_statistics_average_every_ranks_episodes():
     assert results[4] == results[5] == {}
 
 
+@SLOW
 def test_one_run_directory_and_metrics_over_both_ranks(runs):
     root, results = runs
     files = sorted(p.name for p in (root / "straight").iterdir())
@@ -161,6 +167,7 @@ def test_one_run_directory_and_metrics_over_both_ranks(runs):
     assert "per rank x 2 ranks" in output
 
 
+@SLOW
 def test_a_resumed_two_rank_run_equals_the_straight_one(runs):
     root, _ = runs
     assert rows(root / "resumed") == rows(root / "straight")
@@ -170,6 +177,7 @@ def test_a_resumed_two_rank_run_equals_the_straight_one(runs):
     assert same_tensors(a["rank_states"][0]["next_obs"], b["rank_states"][0]["next_obs"])
 
 
+@SLOW
 def test_resuming_with_another_rank_count_fails_in_one_line(runs):
     root, _ = runs
     # one rank, so no torchrun: in this process
