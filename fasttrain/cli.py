@@ -497,10 +497,9 @@ def entry():
         click.echo(code, err=True)
         code = 1
     compiling = sys.modules.get("fasttrain.learners.compile")  # imported (with torch) by runs only
-    if compiling is not None:
-        compiling.exit_while_compiling(code or 0)
-    if code in EXIT_CODES.values():  # stopped by a signal, everything saved and said: leave
-        startup.leave(code)  # now, not after seconds of finalizing, which a second one would end
+    busy = compiling is not None and compiling.compiling_in_background()
+    if busy or code in EXIT_CODES.values():  # see startup.leave: Python's finalizing would
+        startup.leave(code or 0)  # abort under the compile thread, or die by a second signal
     sys.exit(code)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 
@@ -176,27 +175,6 @@ def wait_for_background_compiles() -> None:
 def compiling_in_background() -> bool:
     """A background compile of this process is still running."""
     return any(thread.is_alive() for thread in _COMPILES)
-
-
-def exit_while_compiling(code: int) -> None:
-    """End the process with exit ``code`` at once, its output flushed, when a background
-    compile is still running (a signal or an error came before the switch); return otherwise.
-
-    Python's own exit would finalize the interpreter under the compile thread: the thread,
-    woken inside torch's C++ code, is ended by ``pthread_exit``, whose unwinding through C++
-    frames that may not unwind aborts the process ("terminate called without an active
-    exception", exit 134, a core dump) after the run had saved. Everything a run keeps is
-    written and closed by then (atomic files, the lock released); inductor's compile workers
-    watch their parent and leave with it."""
-    if not compiling_in_background():
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    logging.shutdown()
-    os._exit(code)
 
 
 def _fx_patches_for_their_own_thread() -> None:

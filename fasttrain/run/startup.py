@@ -52,10 +52,20 @@ def hold() -> None:
 
 
 def leave(code: int) -> None:
-    """End the process with ``code`` at once, its output flushed: after a run that a signal
-    stopped (it saved and said so), Python's finalizing (seconds of garbage collection with
-    torch and Numba loaded) runs with no handler left, so a second signal there would end the
-    process by that signal, not with the documented 130 / 143."""
+    """End the process with ``code`` at once, its output flushed, skipping Python's finalizing,
+    where ``fasttrain.cli.entry`` must not go through it:
+
+    - after a run that a signal stopped (it saved and said so): finalizing (seconds of garbage
+      collection with torch and Numba loaded) runs with no handler left, so a second signal
+      there would end the process by that signal, not with the documented 130 / 143;
+    - while a background compile still runs (a signal or an error came before the switch,
+      ``fasttrain.learners.compile``): finalizing would end the compile thread, woken inside
+      torch's C++ code, by ``pthread_exit``, whose unwinding through C++ frames that may not
+      unwind aborts the process ("terminate called without an active exception", exit 134, a
+      core dump) after the run had saved.
+
+    Everything a run keeps is written and closed by then (atomic files, the lock released);
+    inductor's compile workers watch their parent and leave with it."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
