@@ -33,6 +33,12 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     os.environ["GOMP_SPINCOUNT"] = "10000"  # libgomp: spin this long, then sleep
 
+# FASTTRAIN_CPU=avx2 (docs/performance.md): an AVX2 laptop's arithmetic on a machine with
+# AVX-512 or AMX, set here for the same reason, before torch loads
+from fasttrain.environ import emulate_cpu  # noqa: E402
+
+emulate_cpu()
+
 __version__ = "0.1.0"
 __all__ = ["VecEnv", "games", "make", "__version__"]
 _LAZY = {"make": "fasttrain.vecenv", "VecEnv": "fasttrain.vecenv", "games": "fasttrain.games"}

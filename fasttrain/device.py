@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from fasttrain.config.choices import AMP_MODES, COMPILE_MODES, DEVICES
+from fasttrain.environ import CPU, emulated_cpu
 from fasttrain.errors import ConfigError
 from fasttrain.kernels import cuda_available
 from fasttrain.kernels.env import host_memory_available
@@ -20,6 +21,17 @@ from fasttrain.kernels.gpu import cuda_problem, simulator
 
 # /proc/cpuinfo flags of CPUs that compute in bfloat16 natively (x86 AVX512-BF16 or AMX, Arm BF16)
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+# the classes of CPU whose figures differ (docs/performance.md), fastest matrix units first:
+# (class, the /proc/cpuinfo flag that makes it); "baseline" is a CPU with none of them
+CPU_CLASSES = (
+    ("amx", "amx_bf16"),
+    ("avx512-bf16", "avx512_bf16"),
+    ("avx512", "avx512f"),
+    ("avx2", "avx2"),
+    ("arm-bf16", "bf16"),
+    ("neon", "asimd"),
+)
+BF16_CLASSES = ("amx", "avx512-bf16", "arm-bf16")
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,31 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def cpu_class() -> str:
+    """This CPU's class (``CPU_CLASSES``: ``amx``, ``avx512-bf16``, ``avx512``, ``avx2``,
+    ``arm-bf16``, ``neon`` or ``baseline``), or the one ``FASTTRAIN_CPU`` emulates."""
+    emulated = emulated_cpu()
+    if emulated is not None:
+        return emulated
+    flags = cpu_flags()
+    return next((name for name, flag in CPU_CLASSES if flag in flags), "baseline")
+
+
+def emulation_problem() -> str | None:
+    """Why ``FASTTRAIN_CPU`` did not take effect in this process, or None: torch loaded before
+    fasttrain set its libraries' limits (set the variable before Python starts)."""
+    emulated = emulated_cpu()
+    if emulated is None:
+        return None
+    have = torch.backends.cpu.get_cpu_capability()
+    if have.lower() not in (emulated, "default"):
+        return (
+            f"{CPU}={emulated} did not take effect: torch runs {have} kernels (torch was "
+            f"imported before fasttrain; set {CPU} before Python starts)"
+        )
+    return None
+
+
 def native_bf16(device: Device) -> bool:
     """True where bfloat16 matrix math runs natively: a GPU of compute capability 8.0 or more
     (Ampere on), or a CPU with AVX512-BF16, AMX or Arm BF16. Elsewhere bf16 is emulated, slower
@@ -84,7 +121,7 @@ def native_bf16(device: Device) -> bool:
     if device.type == "cuda":
         return torch.cuda.get_device_capability(device.torch)[0] >= 8
     if device.type == "cpu":
-        return not cpu_flags().isdisjoint(BF16_CPU_FLAGS)
+        return cpu_class() in BF16_CLASSES
     return False
 
 

@@ -52,11 +52,50 @@ def numba_threads() -> int | None:
     )
 
 
+# FASTTRAIN_CPU=avx2: measure an AVX2 laptop's figures on a machine with AVX-512 or AMX. Set
+# before torch loads (``fasttrain/__init__.py`` applies it), it stops torch's own kernels (ATen),
+# oneDNN and MKL at AVX2, and fasttrain's choices see a CPU without bf16 (``device.cpu_class``).
+CPU = "FASTTRAIN_CPU"
+EMULATED = {  # class -> the variables that stop torch's libraries there (a user's own win)
+    "avx2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
+}
+
+
+def emulated_cpu() -> str | None:
+    """The CPU class ``FASTTRAIN_CPU`` asks to emulate, or None (unset or empty); one line for
+    a class fasttrain cannot emulate."""
+    text = os.environ.get(CPU, "").strip()
+    if not text:
+        return None
+    if text.lower() not in EMULATED:
+        raise ConfigError(
+            f"{CPU}={text}: not a CPU class fasttrain emulates; {', '.join(EMULATED)}, or unset "
+            "for this machine's own"
+        )
+    return text.lower()
+
+
+def emulate_cpu() -> None:
+    """Set torch's libraries' instruction-set limits for ``FASTTRAIN_CPU`` (before torch
+    loads); a bad value is left for ``check_at_start`` to refuse."""
+    try:
+        cpu = emulated_cpu()
+    except ConfigError:
+        return
+    for name, value in EMULATED.get(cpu, {}).items():
+        os.environ.setdefault(name, value)
+
+
 def check_at_start() -> None:
     """Every variable any command reads, before the command (and Numba) starts: one
     ConfigError line for the first bad one. torchrun's variables are checked by ``fasttrain
     run``, the one command that reads them."""
     numba_threads()
+    emulated_cpu()
     if CHECKED_KERNELS in os.environ:  # imports Numba: only where the variable is set
         from fasttrain.kernels.backends import checked_kernels
 

@@ -446,7 +446,7 @@ def write(results: list[RunResult], out: Path, wall_s: float, load_at_start, cha
     ``load_at_start``: the load average before the first run."""
     import numba
 
-    from fasttrain.bench.report import machine_info
+    from fasttrain.bench.report import machine_class_line, machine_info
     from fasttrain.run.rundir import json_safe, write_atomic
 
     machine = {**machine_info(numba.get_num_threads()), "load_average_at_start": load_at_start}
@@ -456,10 +456,10 @@ def write(results: list[RunResult], out: Path, wall_s: float, load_at_start, cha
     # what the call changed on the presets, so the table never calls an ablation the defaults
     changed = f" with {' '.join(changes)}" if changes else ""
     text = (
-        f"Learning with the default presets ({algos}){changed}, {machine.get('cpu', '?')}, "
-        f"{cores} cores, {when}. Final: the mean of the metrics rows in the last "
-        f"{FINAL_SHARE:.0%} of a run's steps; seconds are training seconds (a population's: "
-        "every member's, its members training at once).\n\n"
+        f"Learning with the default presets ({algos}){changed}, {machine.get('cpu', '?')} "
+        f"({machine_class_line(machine)}), {cores} cores, {when}. Final: the mean of the "
+        f"metrics rows in the last {FINAL_SHARE:.0%} of a run's steps; seconds are training "
+        "seconds (a population's: every member's, its members training at once).\n\n"
     ) + table(results)
     write_atomic(out / "learning.md", text)
     payload = {

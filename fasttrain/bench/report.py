@@ -270,11 +270,54 @@ def load_average() -> list[float] | None:
     return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
+# the matrix products whose rate says how near its limit a learner runs: Snake's first layer in
+# an update's minibatch (8192 rows of 576 board cells into 128) and a wide MLP layer (4096 x 512
+# into 512, Breakout's); fp32 always, bf16 to show whether the CPU has it natively
+MATMULS = {"snake-layer-1": (8192, 576, 128), "mlp-512": (4096, 512, 512)}
+
+
+def matmul_rates(seconds: float = 0.2) -> dict:
+    """GFLOP/s of ``MATMULS`` in fp32 and bf16 on this CPU, with torch's threads: each product
+    repeated for about ``seconds`` after one warm-up (the machine's measured peak at those
+    shapes, which a learner's achieved rate is read against)."""
+    import torch
+
+    rates = {}
+    for name, (m, k, n) in MATMULS.items():
+        for dtype in (torch.float32, torch.bfloat16):
+            a = torch.randn(m, k).to(dtype)
+            b = torch.randn(k, n).to(dtype)
+            torch.mm(a, b)
+            count, started = 0, time.perf_counter()
+            while (elapsed := time.perf_counter() - started) < seconds or count < 2:
+                torch.mm(a, b)
+                count += 1
+            label = "fp32" if dtype == torch.float32 else "bf16"
+            rates[f"{name} {label}"] = round(2 * m * k * n * count / elapsed / 1e9, 1)
+    return rates
+
+
+def machine_class_line(machine: dict) -> str:
+    """``avx512-bf16, torch AVX512 kernels; Snake's first layer: fp32 167.7 GFLOP/s, bf16 422.2``:
+    the machine class every figure names (docs/performance.md)."""
+    rates = machine.get("matmul_gflops") or {}
+    fp32, bf16 = rates.get("snake-layer-1 fp32"), rates.get("snake-layer-1 bf16")
+    emulated = " (emulated: FASTTRAIN_CPU)" if machine.get("cpu_emulated") else ""
+    return (
+        f"{machine.get('cpu_class', '?')}{emulated}, torch {machine.get('torch_cpu', '?')} "
+        f"kernels; Snake's first layer: fp32 {fp32} GFLOP/s, bf16 {bf16}"
+    )
+
+
 def machine_info(threads: int) -> dict:
-    """CPU, cores, GPU, library versions and thread counts of this run."""
+    """CPU and its class (its torch kernels, its measured matmul rates), cores, GPU, library
+    versions and thread counts of this run."""
     import numba
     import numpy
     import torch
+
+    from fasttrain import device
+    from fasttrain.environ import emulated_cpu
 
     cpu = None
     try:
@@ -298,6 +341,10 @@ def machine_info(threads: int) -> dict:
             versions[name] = None
     return {
         "cpu": cpu or platform.processor() or platform.machine(),
+        "cpu_class": device.cpu_class(),
+        "cpu_emulated": emulated_cpu() is not None,
+        "torch_cpu": torch.backends.cpu.get_cpu_capability(),
+        "matmul_gflops": matmul_rates(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average_at_start": load_average(),
@@ -396,6 +443,7 @@ def report(plan: Plan, results: Results, machine: dict, started: float) -> None:
         f"\nfasttrain bench on {machine['cpu']} ({machine['cpu_count']} cores, "
         f"{plan.threads} threads, GPU: {machine['gpu'] or 'none'})"
         + ("" if plan.targets_only else f"; median of {plan.repeats} x {plan.seconds:g} s")
+        + f"\nmachine class: {machine_class_line(machine)}"
     )
     if rows:
         click.echo(results_table(rows))

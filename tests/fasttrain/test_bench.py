@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from fasttrain import device
+from fasttrain.bench.report import MATMULS
 from tests.cli import cli_in_process
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -162,6 +164,11 @@ def test_json_records_the_machine_and_threads(tiny_run):
     for name in ("python", "numpy", "numba", "torch"):
         assert machine["versions"][name]
     assert machine["threads"]["numba"] == 1 and machine["threads"]["torch"] == 1
+    classes = [name for name, _ in device.CPU_CLASSES] + ["baseline"]
+    assert machine["cpu_class"] in classes and machine["torch_cpu"]
+    rates = machine["matmul_gflops"]  # the measured peak a learner's rate is read against
+    assert set(rates) == {f"{m} {t}" for m in MATMULS for t in ("fp32", "bf16")}
+    assert all(rate > 0 for rate in rates.values())
 
 
 def test_table_lists_every_row(tiny_run):

@@ -123,6 +123,12 @@ BEFORE_ANY_WORK = {
         "Error: FASTTRAIN_CHECKED_KERNELS=2: neither 0 nor 1; 1 compiles bounds-checked",
         True,
     ),
+    "cpu-class": (
+        {"FASTTRAIN_CPU": "sse4"},
+        ["games"],
+        "Error: FASTTRAIN_CPU=sse4: not a CPU class fasttrain emulates; avx2, or unset",
+        False,
+    ),
     "set": ({}, ["run", *CARTPOLE, "--set", f"ppo.update_epochs={HUGE}"], TOO_MANY_EPOCHS, True),
     "file": ({}, ["run", *CARTPOLE, "--config", "FILE"], TOO_MANY_EPOCHS, True),
 }

@@ -1,6 +1,10 @@
 """fasttrain.device: the one device rule (``auto``, ``cpu``, ``cuda``), and what ``run.amp``
 (by CPU flags, GPU compute capability and network width) and ``run.compile = auto`` become on
-it; the C++ compiler torch.compile calls."""
+it; the C++ compiler torch.compile calls; the CPU's class and its emulation (FASTTRAIN_CPU)."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,6 +21,7 @@ from fasttrain.device import (
 )
 from fasttrain.errors import ConfigError
 from fasttrain.learners import LEARNERS
+from tests.cli import ROOT, finish, start
 
 CPU = Device(torch.device("cpu"), "cpu")
 GPU = Device(torch.device("cuda"), "cuda")
@@ -200,3 +205,63 @@ def test_the_cpp_compiler_is_cxx_when_set(monkeypatch):
     assert device.cpp_compiler() == "/opt/bin/g++"
     monkeypatch.setattr(device.shutil, "which", lambda name: None)
     assert device.cpp_compiler() is None
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ({"fpu", "sse2", "avx2"}, "avx2"),  # most laptops: no AVX-512, no AMX
+        ({"avx2", "avx512f"}, "avx512"),  # Skylake-X, Ice Lake server
+        ({"avx2", "avx512f", "avx512_bf16"}, "avx512-bf16"),  # Zen 4, Cooper Lake
+        ({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}, "amx"),  # Sapphire Rapids
+        ({"fp", "asimd", "bf16"}, "arm-bf16"),  # Graviton 3
+        ({"fp", "asimd"}, "neon"),  # Graviton 2, Raspberry Pi 4
+        (set(), "baseline"),  # no /proc/cpuinfo
+    ],
+)
+def test_the_cpu_class_is_read_from_its_flags_fastest_units_first(monkeypatch, flags, expected):
+    monkeypatch.delenv("FASTTRAIN_CPU", raising=False)
+    monkeypatch.setattr(devices, "cpu_flags", lambda: set(flags))
+    assert device.cpu_class() == expected
+    assert native_bf16(CPU) is (expected in ("amx", "avx512-bf16", "arm-bf16"))
+
+
+def test_an_emulated_avx2_class_sees_no_bf16_whatever_the_flags(monkeypatch):
+    monkeypatch.setenv("FASTTRAIN_CPU", "AVX2")
+    monkeypatch.setattr(devices, "cpu_flags", lambda: {"avx512f", "avx512_bf16", "amx_bf16"})
+    assert device.cpu_class() == "avx2"
+    assert resolve_amp("auto", CPU, 512) == "off"
+
+
+EMULATION_PROBE = """
+import os, sys
+if sys.argv[1] == "late":  # torch decided its kernels before fasttrain could set the limits
+    import torch
+    torch.backends.cpu.get_cpu_capability()
+    os.environ["FASTTRAIN_CPU"] = "avx2"
+import torch
+import fasttrain
+from fasttrain import device
+print(torch.backends.cpu.get_cpu_capability(), device.cpu_class(), device.emulation_problem())
+"""
+
+
+@pytest.mark.linux
+def test_fasttrain_cpu_avx2_stops_torchs_kernels_at_avx2_or_says_it_did_not(tmp_path):
+    """On a CPU with AVX-512 the emulation takes effect (torch's kernels are AVX2's) when set
+    before torch decides; set too late, ``emulation_problem`` says so."""
+    if "avx2" not in device.cpu_flags():
+        pytest.skip("an x86 CPU with AVX2")
+    env = {"FASTTRAIN_CPU": "avx2"}
+    early = finish(start("-c", EMULATION_PROBE, "early", env=env))
+    assert early.stdout.split() == ["AVX2", "avx2", "None"], early.stderr
+    if "avx512f" not in device.cpu_flags():
+        return  # an AVX2 machine: torch's kernels are AVX2's whenever it decides
+    clean = {k: v for k, v in os.environ.items() if k != "FASTTRAIN_CPU"}
+    late = subprocess.run(
+        [sys.executable, "-c", EMULATION_PROBE, "late"],
+        capture_output=True,
+        text=True,
+        env={**clean, "PYTHONPATH": str(ROOT)},
+    )
+    assert late.stdout.startswith("AVX512 avx2 FASTTRAIN_CPU=avx2 did not take effect"), late
