@@ -47,6 +47,10 @@ INTERNALS: tuple[Internal, ...] = (
         "raised with recompile_limit so many trainers in one process keep compiling",
     ),
     Internal(
+        "torch._inductor.config.cpp.simdlen",
+        "inductor's CPU vector width: 256 (AVX2 code) where its AVX-512 code corrupts the heap",
+    ),
+    Internal(
         "torch._inductor.config.cpp.use_decompose_tanh",
         "inductor's fast CPU tanh (Sleef's exact one is ~4x slower; docs/performance.md)",
     ),

@@ -65,12 +65,38 @@ def _fast_cpu_tanh() -> None:
         internals.assign(path, True)
 
 
+# Inductor's CPU vector width on a CPU with AVX-512: 256 bits (AVX2 code). Its AVX-512 code
+# (its own default there, torch 2.13) corrupted the heap of Snake's default run on a 2-core AMD
+# EPYC with AVX-512 BF16, 2026-11-29: "malloc(): unaligned tcache chunk detected" or "double
+# free or corruption" within ~10 s, 5 runs of 5 (fp32 too; not with run.compile = "off" nor
+# with torch's kernels at AVX2); with 256 bits, 0 of 4 and the same steps/s (the products go
+# to oneDNN and MKL either way: only inductor's own loops are 256 bits wide).
+CPU_SIMD_BITS = 256
+
+
+def _safe_cpu_vectors() -> None:
+    """Inductor's CPU code at ``CPU_SIMD_BITS`` on a CPU with AVX-512, unless the user set
+    ``TORCHINDUCTOR_CPP_SIMDLEN`` or the setting (leaving other CPUs to inductor's choice)."""
+    from fasttrain.device import cpu_flags
+
+    path = "torch._inductor.config.cpp.simdlen"
+    if "TORCHINDUCTOR_CPP_SIMDLEN" in os.environ or "avx512f" not in cpu_flags():
+        return
+    try:
+        chosen = internals.resolve(path)
+    except internals.InternalMissing:  # a torch without the setting
+        return
+    if chosen is None:  # inductor's own choice: the widest the CPU has
+        internals.assign(path, CPU_SIMD_BITS)
+
+
 def compile_settings() -> None:
     """fasttrain's dynamo and inductor settings, in the calling thread: torch keeps them per
     thread, so the background compile (``DeferredCompile``) sets them again in its own (without,
     it compiled with dynamo's limit of 8 and Sleef's slow tanh)."""
     _allow_a_compile_per_trainer()
     _fast_cpu_tanh()
+    _safe_cpu_vectors()
 
 
 def _quiet_compile_notes() -> None:

@@ -158,8 +158,8 @@ def _run_population(request: RunRequest) -> None:
         from fasttrain.run import checkpoint
 
         members = population_run.saved_members(request.resume)
-        first = population_run.member_folder(request.resume, members[0], must_exist=True)
         with population_run.member_errors(request.resume, members[0].name):
+            first = population_run.member_folder(request.resume, members[0], must_exist=True)
             config = run_config(request, checkpoint.config_table(first, checkpoint.load(first)))
         # each member: its own saved settings, this command's on top (applied or refused)
         configure = lambda table: run_config(request, table)  # noqa: E731
