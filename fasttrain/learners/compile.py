@@ -75,12 +75,13 @@ CPU_SIMD_BITS = 256
 
 
 def _safe_cpu_vectors() -> None:
-    """Inductor's CPU code at ``CPU_SIMD_BITS`` on a CPU with AVX-512, unless the user set
-    ``TORCHINDUCTOR_CPP_SIMDLEN`` or the setting (leaving other CPUs to inductor's choice)."""
-    from fasttrain.device import cpu_flags
-
+    """Inductor's CPU code at ``CPU_SIMD_BITS`` where torch's kernels are AVX-512's, unless
+    the user set ``TORCHINDUCTOR_CPP_SIMDLEN`` or the setting. Elsewhere inductor's own choice
+    stands: it follows torch's kernel level (``ATEN_CPU_CAPABILITY``, ``FASTTRAIN_CPU``), which
+    is at most AVX2 there."""
     path = "torch._inductor.config.cpp.simdlen"
-    if "TORCHINDUCTOR_CPP_SIMDLEN" in os.environ or "avx512f" not in cpu_flags():
+    capability = torch.backends.cpu.get_cpu_capability()
+    if "TORCHINDUCTOR_CPP_SIMDLEN" in os.environ or not capability.startswith("AVX512"):
         return
     try:
         chosen = internals.resolve(path)

@@ -419,21 +419,23 @@ def test_a_signal_during_the_background_compile_saves_and_exits_with_its_code(si
 
 
 @pytest.mark.parametrize(
-    "flags, env, expected",
+    "capability, env, expected",
     [
-        ({"avx2", "avx512f", "avx512_bf16"}, {}, compiling.CPU_SIMD_BITS),  # AVX-512: 256 bits
-        ({"avx2"}, {}, None),  # inductor's own choice, which is AVX2's already
-        ({"fp", "asimd"}, {}, None),  # Arm: inductor's own
-        ({"avx2", "avx512f"}, {"TORCHINDUCTOR_CPP_SIMDLEN": "512"}, None),  # the user's wins
+        ("AVX512", {}, compiling.CPU_SIMD_BITS),  # torch's AVX-512 kernels: 256-bit code
+        ("AVX2", {}, None),  # inductor's own choice, AVX2's already (FASTTRAIN_CPU=avx2 too)
+        ("DEFAULT", {}, None),  # ATEN_CPU_CAPABILITY=default: inductor follows it
+        ("AVX512", {"TORCHINDUCTOR_CPP_SIMDLEN": "512"}, None),  # the user's choice wins
     ],
 )
-def test_inductor_writes_256_bit_code_on_avx512_cpus(monkeypatch, flags, env, expected):
+def test_inductor_writes_256_bit_code_where_torch_runs_avx512(
+    monkeypatch, capability, env, expected
+):
     """Inductor's AVX-512 code corrupted the heap of Snake's default run (torch 2.13, AMD EPYC
     with AVX-512 BF16): its CPU loops stay 256 bits wide there."""
     import torch._inductor.config as inductor
 
     monkeypatch.setattr(inductor.cpp, "simdlen", None)
-    monkeypatch.setattr(devices, "cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     monkeypatch.delenv("TORCHINDUCTOR_CPP_SIMDLEN", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
