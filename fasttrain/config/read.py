@@ -16,7 +16,16 @@ else:  # pragma: no cover
 
 from fasttrain.errors import ConfigError, reason
 
-__all__ = ["check_value", "load_toml", "merge", "parse_set", "put", "tomllib", "user_layers"]
+__all__ = [
+    "check_value",
+    "load_toml",
+    "merge",
+    "parse_set",
+    "parse_value",
+    "put",
+    "tomllib",
+    "user_layers",
+]
 
 
 def file_kind(mode: int) -> str:
@@ -65,12 +74,17 @@ def parse_set(assignments) -> dict:
         keys = path.strip().split(".")
         if len(keys) < 2 or not all(keys):
             raise ConfigError(f"--set needs section.key=value, got {item!r}")
-        try:
-            value = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw.strip()  # bare words such as cpu or snake
-        put(out, keys, value, f"--set {path}")
+        put(out, keys, parse_value(raw), f"--set {path}")
     return out
+
+
+def parse_value(raw: str):
+    """One ``--set`` value: TOML (``3e-4``, ``true``, ``"x"``, ``[1, 2]``), else the bare word
+    itself (``cpu``, ``snake``)."""
+    try:
+        return tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw.strip()
 
 
 def put(tree: dict, keys, value, where: str) -> dict:

@@ -47,8 +47,7 @@ def launched() -> Ranks:
     if "RANK" not in os.environ:
         raise ConfigError(
             f"WORLD_SIZE={os.environ['WORLD_SIZE']}: RANK is not set; each process of a "
-            f"data-parallel run needs its RANK (0 to {world - 1}): start them with fasttrain "
-            "run --nproc N or torchrun, or unset WORLD_SIZE for one process"
+            f"data-parallel run needs its RANK (0 to {world - 1}): {START_THEM}"
         )
     rank = whole_number("RANK", 0, world - 1, TORCHRUN_SETS.format(f"0 to {world - 1}"))
     local_world = whole_number(
@@ -75,8 +74,7 @@ def checked() -> Ranks:
         if name not in os.environ:
             raise ConfigError(
                 f"WORLD_SIZE={ranks.world}: {name} is not set; the processes of a data-parallel "
-                "run meet at rank 0's MASTER_ADDR and MASTER_PORT: start them with fasttrain "
-                "run --nproc N or torchrun, or unset WORLD_SIZE for one process"
+                f"run meet at rank 0's MASTER_ADDR and MASTER_PORT: {START_THEM}"
             )
     whole_number("MASTER_PORT", 1, 65535, TORCHRUN_SETS.format("rank 0's port, 1 to 65535"))
     return ranks
@@ -84,3 +82,7 @@ def checked() -> Ranks:
 
 # how a torchrun variable's valid values are said: what torchrun sets it to
 TORCHRUN_SETS = "{}, as torchrun sets it (fasttrain run --nproc N starts torchrun)"
+# what a process missing torchrun's variables is told
+START_THEM = (
+    "start them with fasttrain run --nproc N or torchrun, or unset WORLD_SIZE for one process"
+)

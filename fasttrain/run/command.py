@@ -6,7 +6,6 @@ answers at once."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import signal
 import sys
@@ -57,7 +56,9 @@ def torchrun(request: RunRequest):
     """Run ``torchrun --standalone --nproc_per_node N -m fasttrain run ...`` in this process;
     a failed rank ends it with one line (torchrun's own report is a traceback) and the first
     failure's exit code (130 / 143 after Ctrl-C / SIGTERM, where the ranks saved)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    from fasttrain.learners.ranks import launched
+
+    if launched().enabled:  # checked by fasttrain run first: one line for a malformed one
         raise click.UsageError("--nproc starts torchrun itself; under torchrun leave it out")
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

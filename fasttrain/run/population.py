@@ -132,10 +132,10 @@ def parse_vary(items, algo: str | None = None) -> list[tuple[str, tuple[str, ...
 def _vary_value(item: str, raw: str) -> str:
     """One ``--vary`` value's canonical text (a number, true/false or a word); one line if it
     is none of them (a comment, a path, a table: nothing a folder's name may hold)."""
-    from fasttrain.config.read import parse_set
+    from fasttrain.config.read import parse_value
 
     raw = raw.strip()
-    value = parse_set([f"v.v={raw}"])["v"]["v"] if raw.isprintable() and raw else None
+    value = parse_value(raw) if raw.isprintable() and raw else None
     text = value_text(value)
     if text is None:
         raise ConfigError(
@@ -220,13 +220,21 @@ def _saved_member(path: Path, n: int, entry) -> Member:
     return Member(name, seed, tuple(sets))
 
 
+def member_error(out, name: str, exc: ConfigError) -> ConfigError:
+    """``exc``'s one line, its member named: ``population OUT, member NAME: ...``."""
+    return type(exc)(f"population {out}, member {name}: {exc}")
+
+
 @contextlib.contextmanager
-def member_errors(out, name: str):
-    """A member's one-line refusal, named: ``population OUT, member NAME: ...``."""
+def member_errors(out, name: str | None):
+    """A member's one-line refusals named (``member_error``); a solo run's (``name`` None) as
+    they are."""
     try:
         yield
     except ConfigError as exc:
-        raise type(exc)(f"population {out}, member {name}: {exc}") from None
+        if name is None:
+            raise
+        raise member_error(out, name, exc) from None
 
 
 def member_folder(out: Path, member: Member, must_exist: bool) -> Path:
@@ -326,7 +334,7 @@ def check_member(member: Member, saved: Config, algo: str) -> None:
     """Refuse a member's checkpoint that belongs to another member or run: its learner must be
     the population's (``algo``), its saved seed and variant the ones ``population.json`` gives
     that member."""
-    from fasttrain.config.read import parse_set
+    from fasttrain.config.read import parse_value
 
     if saved.run.algo != algo:
         raise ConfigError(
@@ -341,7 +349,7 @@ def check_member(member: Member, saved: Config, algo: str) -> None:
     for item in member.sets:
         key, _, text = item.partition("=")
         section, _, name = key.strip().rpartition(".")
-        wanted = parse_set([f"v.v={text}"])["v"]["v"]
+        wanted = parse_value(text)
         ours = getattr(saved.learner, name, None) if section == saved.run.algo else None
         if ours is None or ours != wanted:
             raise ConfigError(

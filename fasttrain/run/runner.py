@@ -19,7 +19,6 @@ import json
 import signal
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -227,7 +226,7 @@ def _first_checks(plan: Plan, ranks) -> list[MemberRun]:
         runs = [MemberRun(plan.out, config)]
     for run in runs:
         name = run.member.name if run.member is not None else None
-        with population_run.member_errors(plan.out, name) if name else nullcontext():
+        with population_run.member_errors(plan.out, name):
             if plan.resuming:
                 run.state = _resumed_state(run.folder, run.config, ranks, run.state)
             elif (run.folder / checkpoint.FILENAME).exists() or population_run.is_population(
@@ -300,9 +299,7 @@ def _run(plan: Plan, lock, echo, ranks) -> dict:
             k = getattr(exc, "member", None)
             if not plan.population or k is None:
                 raise
-            raise ConfigError(
-                f"population {plan.out}, member {runs[k].member.name}: {exc}"
-            ) from None
+            raise population_run.member_error(plan.out, runs[k].member.name, exc) from None
         if trainer.iteration >= trainer.num_iterations:
             return _complete(trainer, plan, echo, ranks)
     curriculum = None
