@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -209,3 +212,25 @@ def four_cores(monkeypatch):
     yield min(4, numba.config.NUMBA_NUM_THREADS)
     torch.set_num_threads(threads[0])
     numba.set_num_threads(threads[1])
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, options: str):
+    """A tmpfs mounted on ``folder`` (the run-directory and fault tests' full and read-only
+    disks); skips the test where mounting is not permitted."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except OSError as exc:
+        pytest.skip(f"cannot mount a tmpfs: {exc}")
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)

@@ -22,7 +22,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from tests.cli import (
     start,
     start_cli,
 )
+from tests.conftest import tmpfs
 
 SETS = [
     "game.snake.height=6",
@@ -143,27 +143,6 @@ def assert_same_run(out: Path, reference: Path, total: int = TOTAL):
     assert steps == sorted(set(steps)), "duplicate or out-of-order metrics rows"
     assert list(rows[0]) == list(straight[0])
     assert untimed(rows) == untimed(straight)
-
-
-@contextlib.contextmanager
-def tmpfs(folder: Path, options: str):
-    """A tmpfs mounted on ``folder``; skips the test where mounting is not permitted."""
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except OSError as exc:
-        pytest.skip(f"cannot mount a tmpfs: {exc}")
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
 
 
 def fill(disk: Path):

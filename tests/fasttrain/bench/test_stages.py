@@ -14,7 +14,6 @@ import time
 import pytest
 
 from fasttrain.bench import measure, stages
-from fasttrain.bench.plan import make_plan
 from fasttrain.bench.report import Results, machine_info, report, target_run
 from fasttrain.bench.stages import targets_stage
 from fasttrain.config import resolve as cfg
@@ -246,29 +245,15 @@ def test_a_core_the_config_does_not_fit_is_skipped_in_one_line(tmp_path, monkeyp
     assert "bptt_horizon" in skip["reason"] and "\n" not in skip["reason"]
 
 
-def test_cartpole_has_a_row_at_pufferlibs_settings(monkeypatch):
+def test_cartpole_has_a_row_at_pufferlibs_settings(monkeypatch, tmp_path):
     """The extra CartPole row trains PufferLib's sizes, its note and JSON name them, and
     ``--train-num-envs`` does not resize it (it does the default row)."""
     from fasttrain import device as devices
 
     monkeypatch.setattr(devices, "cpp_compiler", lambda: None)  # eager: no compile in a test
-    plan = make_plan(
-        game_names=("cartpole",),
-        device="cpu",
-        num_envs=None,
-        backend_names=(),
-        quick=False,
-        json_path=None,
-        plot_path=None,
-        threads=1,
-        repeats=1,
-        seconds=0.05,
-        train_iterations=1,
-        train_num_envs=8,
-        targets=False,
-        targets_only=False,
-        cores=(),
-        seed=0,
+    sizes = dict(repeats=1, seconds=0.05, train_iterations=1, train_num_envs=8)
+    plan = cartpole_plan(
+        tmp_path, quick=False, json_path=None, targets=False, targets_only=False, cores=(), **sizes
     )
     results = Results()
     stages.training_stage(plan, results, "cartpole")

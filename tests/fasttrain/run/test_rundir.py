@@ -3,7 +3,6 @@ stale temp files, and checkpoints that are corrupt, foreign or of another run.""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import math
@@ -32,28 +31,12 @@ from fasttrain.run.rundir import (
     write_atomic,
 )
 from tests.cli import finish, one_line, start
+from tests.conftest import tmpfs
 
 
 def files(folder) -> dict:
     """Every file under ``folder`` (hidden ones included) and its bytes."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
-@contextlib.contextmanager
-def tmpfs(folder, options: str):
-    """A small tmpfs mounted on ``folder``; skips the test where mounting is not permitted."""
-    folder.mkdir(exist_ok=True)
-    mount = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)]
-    try:
-        result = subprocess.run(mount, capture_output=True, text=True, timeout=30)
-    except OSError as exc:
-        pytest.skip(f"cannot mount a tmpfs: {exc}")
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {result.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], capture_output=True, timeout=30)
 
 
 # ------------------------------------------------------------------------------- write_atomic
