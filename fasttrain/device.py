@@ -99,6 +99,22 @@ def cpu_class() -> str:
     return next((name for name, flag in CPU_CLASSES if flag in flags), "baseline")
 
 
+def preset_variant(choice: str, device_type: str) -> tuple[str, str]:
+    """``run.preset`` resolved (``fasttrain.config.presets``), and why in a few words:
+    ``auto`` is ``cuda`` on a GPU, ``fp32`` on a CPU whose class computes no bf16 natively
+    (not in ``BF16_CLASSES``: AVX2, AVX-512 without BF16, NEON) and ``base`` on the others
+    (AMX, AVX-512 BF16, Arm BF16); any other choice is taken as given."""
+    if choice != "auto":
+        return choice, "run.preset"
+    if device_type == "cuda":
+        return "cuda", "a GPU run"
+    cls = cpu_class()
+    where = f"CPU class {cls}" + (f" ({CPU})" if emulated_cpu() else "")
+    if cls in BF16_CLASSES:
+        return "base", f"{where}, native bf16"
+    return "fp32", f"{where}, no native bf16"
+
+
 def emulation_problem() -> str | None:
     """Why ``FASTTRAIN_CPU`` did not take effect in this process, or None: torch loaded before
     fasttrain set its libraries' limits (set the variable before Python starts)."""

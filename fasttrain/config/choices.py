@@ -8,6 +8,8 @@ from __future__ import annotations
 from fasttrain.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
+# run.preset: which of a game's tuned presets applies (fasttrain.config.presets)
+PRESET_VARIANTS = ("auto", "base", "fp32", "cuda")
 AMP_MODES = ("auto", "off", "bf16", "fp16")
 COMPILE_MODES = ("auto", "off", "default", "reduce-overhead", "max-autotune")
 DIST_BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's

@@ -16,7 +16,7 @@ import textwrap
 
 from fasttrain import games
 from fasttrain.config.curriculum import Stage
-from fasttrain.config.resolve import SECTIONS, Config, ModelConfig, defaults
+from fasttrain.config.resolve import SECTIONS, Config, ModelConfig, build
 from fasttrain.learners import LEARNERS
 
 
@@ -139,7 +139,8 @@ CONFIG_HEADER = """\
 # Use: fasttrain run --config config.toml --set ppo.learning_rate=3e-4 --set game.snake.height=8
 # [game.<name>] sets that game's parameters (shown with the values the game trains with: its own
 # defaults and its preset); [game.<name>.ppo], [game.<name>.dqn] and [game.<name>.model]
-# override [ppo], [dqn] and [model] for that game."""
+# override [ppo], [dqn] and [model] for that game. They show each game's base preset; a value
+# written here is used on every machine, over run.preset's fp32 and cuda variants."""
 
 
 CURRICULUM_HELP = """\
@@ -157,8 +158,11 @@ CURRICULUM_HELP = """\
 
 def config_file() -> str:
     """The repository's ``config.toml``: every key with its built-in default (``[model]`` the
-    dataclass's own, each game's network in its ``[game.<name>.model]``)."""
-    return to_toml(defaults(), CONFIG_HEADER, model=ModelConfig())
+    dataclass's own, each game's network in its ``[game.<name>.model]``), the same on every
+    machine: ``run.preset = "auto"`` and each game's base preset."""
+    config = build([("config.toml", {"run": {"preset": "base"}})])
+    config = dataclasses.replace(config, run=dataclasses.replace(config.run, preset="auto"))
+    return to_toml(config, CONFIG_HEADER, model=ModelConfig())
 
 
 if __name__ == "__main__":  # regenerate config.toml: python -m fasttrain.config.file > config.toml

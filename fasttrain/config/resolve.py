@@ -109,8 +109,10 @@ class Layers:
 
     items: tuple = ()
     device: str = "cpu"
-    """the device type the run will have (``fasttrain.device.device_type``): a GPU preset
-    applies on cuda"""
+    """the device type the run will have (``fasttrain.device.device_type``)"""
+    variant: str = "base"
+    """the preset variant laid over each game's base preset (``run.preset`` resolved by
+    ``fasttrain.device.preset_variant``: ``fp32``, ``cuda``)"""
 
     def __iter__(self):
         return iter(self.items)
@@ -124,9 +126,9 @@ class Layers:
             values.update(table)
             sources.update(dict.fromkeys(table, label))
 
-        presets = preset(game, section, self.device)
+        presets = preset(game, section, self.variant)
         values.update(presets)
-        sources.update({k: preset_source(game, section, k, self.device) for k in presets})
+        sources.update({k: preset_source(game, section, k, self.variant) for k in presets})
         for layer in self.items:
             apply(layer.sections.get(section, {}), layer.label)
             specific = layer.games.get(game, {}).get(section, {})
@@ -144,8 +146,8 @@ class Layers:
     def params_sources(self, game: str) -> tuple[dict, dict]:
         """The params set for ``game`` (its preset, then each layer's [game.<name>]) and where
         each came from."""
-        values = dict(preset(game, "params", self.device))
-        sources = {k: preset_source(game, "params", k, self.device) for k in values}
+        values = dict(preset(game, "params", self.variant))
+        sources = {k: preset_source(game, "params", k, self.variant) for k in values}
         for layer in self.items:
             table = layer.games.get(game, {}).get("params", {})
             values.update(table)
@@ -272,10 +274,15 @@ def build(layers) -> Config:
     for layer in layers:
         for name, entry in layer.games.items():
             _check_params(name, entry["params"])
-    from fasttrain.device import device_type  # torch: only once the layers are known good
+    from fasttrain.device import device_type, preset_variant  # torch: once the layers are good
 
-    layers = dataclasses.replace(layers, device=device_type(run.device))
+    device = device_type(run.device)
+    variant, why = preset_variant(run.preset, device)
+    layers = dataclasses.replace(layers, device=device, variant=variant)
     run_sources = layers.section_sources("run")
+    if run.preset == "auto":  # recorded: a resume and a replay use the same variant
+        run = dataclasses.replace(run, preset=variant)
+        run_sources["preset"] = f"auto: {why}"
     own = learner_of(game.name)  # the game's own learner, where no layer names one
     if "algo" not in run_sources and own != run.algo:  # a source only where it changes one
         run = dataclasses.replace(run, algo=own)
@@ -533,7 +540,7 @@ def _other_learners_settings(config: Config, layer: Layer, user_file: bool):
     the run's on its game; in a file, only values that are neither the learner's default nor
     the game's preset."""
     game = config.game.name
-    baseline = Layers((), config.layers.device)
+    baseline = Layers((), config.layers.device, config.layers.variant)
     for name in LEARNERS:
         if name == config.run.algo:
             continue

@@ -17,6 +17,7 @@ from fasttrain.config.choices import (
     DEVICES,
     DIST_BACKENDS,
     MODEL_KINDS,
+    PRESET_VARIANTS,
     WANDB_MODES,
 )
 from fasttrain.learners import LEARNERS
@@ -32,6 +33,12 @@ class RunConfig:
     """seed of the environments, the network and the sampling"""
     device: str = "auto"
     """auto | cpu | cuda: where environments and learner run (auto: cuda when present)"""
+    preset: str = "auto"
+    """auto | base | fp32 | cuda: which variant of the game's tuned preset applies: base (tuned
+    where matrix units compute bf16 natively: AMX, AVX-512 BF16), fp32 (a CPU without them:
+    AVX2, AVX-512 without BF16, NEON) or cuda (a GPU), each laid over base where the game has
+    one; auto: by the device and the CPU's class, and the run's config.toml records the
+    choice"""
     amp: str = "auto"
     """auto | off | bf16 | fp16: mixed precision of the networks (auto: bf16 where the CPU or GPU
     computes it natively, on a CPU for networks 128 or more wide; off elsewhere; fp16 uses a
@@ -156,6 +163,7 @@ SECTIONS = _Sections()
 LEARNER_SECTIONS = LEARNERS.keys()  # may be overridden per game in [game.<name>.<learner>]
 CHOICES = {
     ("run", "device"): DEVICES,
+    ("run", "preset"): PRESET_VARIANTS,
     ("run", "amp"): AMP_MODES,
     ("run", "compile"): COMPILE_MODES,
     ("run", "dist_backend"): DIST_BACKENDS,

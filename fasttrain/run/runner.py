@@ -27,6 +27,7 @@ import click
 from fasttrain.config import resolve as cfg
 from fasttrain.config.curriculum import Curriculum
 from fasttrain.config.file import CONFIG_HEADER, to_toml
+from fasttrain.config.presets import has_variant
 from fasttrain.config.resolve import Config
 from fasttrain.device import resolve_device
 from fasttrain.errors import ConfigError, RunError, one_line, reason
@@ -370,6 +371,10 @@ def settings_line(config: Config, trainer, out: Path, curriculum) -> str:
         *trainer.describe().split(" | "),
         steps,
     ]
+    variant = config.run.preset
+    if has_variant(config.game.name, variant):  # a preset that depends on the machine
+        why = config.sources.get("run.preset", "the run's config").removeprefix("auto: ")
+        pieces.insert(2, f"{variant} preset ({why})")
     if curriculum is not None:
         pieces.append(f"curriculum stage {curriculum.stage + 1}/{curriculum.num_stages}")
     pieces.append(f"run dir {out}")

@@ -7,9 +7,12 @@ A preset file is a layer for its own game only:
   ``--algo``);
 - ``[game.<name>]``: the game parameters it trains with where they differ from the game's own
   defaults (``"params"`` below);
-- ``[game.<name>.<learner>]`` and ``[game.<name>.model]``: its learner and network settings;
-- ``[cuda.game.<name>...]``: the same tables again, laid over those above where the run's
-  device is cuda (a preset that depends on the device).
+- ``[game.<name>.<learner>]`` and ``[game.<name>.model]``: its learner and network settings
+  (the ``base`` variant);
+- ``[<variant>.game.<name>...]``: the same tables again, laid over those above where the run's
+  preset variant (``run.preset``) is ``<variant>``: ``fp32`` on a CPU whose matrix units do not
+  compute bf16 natively (AVX2, AVX-512 without BF16, NEON), ``cuda`` on a GPU. A game has a
+  variant only where measurement found the machine classes differ.
 
 Its first line says which measurement it comes from; the measurements are in
 docs/performance.md. The values sit just above the learners' dataclass defaults; a user's
@@ -21,29 +24,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fasttrain.config.choices import PRESET_VARIANTS
 from fasttrain.config.read import tomllib
 
 PRESET_DIR = Path(__file__).parent
+# the variants a preset file may lay over its base tables ([fp32.game.<name>...], [cuda...])
+VARIANTS = tuple(v for v in PRESET_VARIANTS if v not in ("auto", "base"))
 
 
 def read(path: Path) -> dict:
-    """One preset file, its shape checked: ``[run] algo``, its own game's tables and an
-    optional ``[cuda]`` table of the same game's tables. Keys and values are checked as a
-    config layer by ``fasttrain.config.resolve.check_layer``
+    """One preset file, its shape checked: ``[run] algo``, its own game's tables and optional
+    variant tables (``VARIANTS``: ``[fp32]``, ``[cuda]``) of the same game's tables. Keys and
+    values are checked as a config layer by ``fasttrain.config.resolve.check_layer``
     (tests/fasttrain/config/test_presets.py)."""
     game = path.stem
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    allowed = {"run": {"algo"}, "game": {game}, "cuda": {"game"}}
+    allowed = {"run": {"algo"}, "game": {game}, **{v: {"game"} for v in VARIANTS}}
+    variants = " and ".join(f"[{v}.game.{game}...]" for v in VARIANTS)
     for section, table in data.items():
         keys = set(table) if isinstance(table, dict) else None
         if section not in allowed or keys is None or not keys <= allowed[section]:
             raise ValueError(
-                f"{path}: a preset holds [run] algo, [game.{game}...] and [cuda.game.{game}...]"
+                f"{path}: a preset holds [run] algo, [game.{game}...], {variants}"
                 f" tables only, not [{section}]"
             )
-    if set(data.get("cuda", {}).get("game", {})) - {game}:
-        raise ValueError(f"{path}: [cuda] holds [cuda.game.{game}...] tables only")
+    for variant in VARIANTS:
+        if set(data.get(variant, {}).get("game", {})) - {game}:
+            raise ValueError(f"{path}: [{variant}] holds [{variant}.game.{game}...] tables only")
     return data
 
 
@@ -69,11 +77,16 @@ GAME_DEFAULTS: dict[str, dict[str, dict]] = {
 GAME_ALGOS: dict[str, str] = {
     game: data["run"]["algo"] for game, data in PRESETS.items() if "algo" in data.get("run", {})
 }
-# presets for a run on a GPU, laid over the game's own where the run's device is cuda. None is
-# set yet: each needs its time to score measured on a GPU (docs/performance.md, GPUs)
-GPU_DEFAULTS: dict[str, dict[str, dict]] = {
-    game: _sections(data["cuda"], game) for game, data in PRESETS.items() if "cuda" in data
+# variant -> game -> section -> values laid over the game's own where the run's preset variant
+# (run.preset) is that one. No cuda variant is set yet: each needs its time to score measured on
+# a GPU (docs/performance.md, GPUs)
+VARIANT_DEFAULTS: dict[str, dict[str, dict[str, dict]]] = {
+    variant: {
+        game: _sections(data[variant], game) for game, data in PRESETS.items() if variant in data
+    }
+    for variant in VARIANTS
 }
+GPU_DEFAULTS = VARIANT_DEFAULTS["cuda"]
 
 
 def learner_of(game: str) -> str:
@@ -96,17 +109,28 @@ def default_learners() -> str:
     return ", ".join([*parts, f"{common} for the others"])
 
 
-def preset(game: str, learner: str, device: str = "cpu") -> dict:
+def variant_values(game: str, learner: str, variant: str) -> dict:
+    """What ``variant``'s tables set for ``learner`` (or ``"model"``, ``"params"``) on ``game``
+    over its base preset; empty for ``base`` and where the game has no such table."""
+    return VARIANT_DEFAULTS.get(variant, {}).get(game, {}).get(learner, {})
+
+
+def has_variant(game: str, variant: str) -> bool:
+    """Whether ``game``'s preset file has tables for ``variant``."""
+    return any(VARIANT_DEFAULTS.get(variant, {}).get(game, {}).values())
+
+
+def preset(game: str, learner: str, variant: str = "base") -> dict:
     """The tuned settings of ``learner`` (or ``"model"``, or ``"params"``: the game's own
-    parameters) on ``game``, with the GPU preset over them on ``device`` cuda; empty when
-    there are none."""
+    parameters) on ``game``, with ``variant``'s tables (``run.preset``: ``fp32``, ``cuda``)
+    over them; empty when there are none."""
     values = GAME_DEFAULTS.get(game, {}).get(learner, {})
-    if device == "cuda":
-        values = {**values, **GPU_DEFAULTS.get(game, {}).get(learner, {})}
-    return values
+    return {**values, **variant_values(game, learner, variant)}
 
 
-def preset_source(game: str, learner: str, key: str, device: str = "cpu") -> str:
-    """``"snake preset"``, or ``"snake gpu preset"`` for a value the GPU preset sets."""
-    gpu = device == "cuda" and key in GPU_DEFAULTS.get(game, {}).get(learner, {})
-    return f"{game} gpu preset" if gpu else f"{game} preset"
+def preset_source(game: str, learner: str, key: str, variant: str = "base") -> str:
+    """``"snake preset"``, or ``"snake fp32 preset"`` (``"snake gpu preset"``) for a value the
+    variant's tables set."""
+    if key not in variant_values(game, learner, variant):
+        return f"{game} preset"
+    return f"{game} {'gpu' if variant == 'cuda' else variant} preset"

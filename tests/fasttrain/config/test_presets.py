@@ -22,7 +22,7 @@ def test_every_game_has_a_preset_file_and_every_file_is_a_game():
 @pytest.mark.parametrize("path", FILES, ids=lambda path: path.stem)
 def test_a_preset_file_is_a_config_layer_checked_like_any_other(path):
     data = presets.read(path)
-    layer = cfg.check_layer({k: v for k, v in data.items() if k != "cuda"}, str(path))
+    layer = cfg.check_layer({k: v for k, v in data.items() if k not in presets.VARIANTS}, str(path))
     game = path.stem
     assert set(layer.games) == {game}  # its own game's tables, nothing else
     assert set(layer.sections) == {"run", "game"} and not layer.sections["game"]  # no [game] key
@@ -30,8 +30,9 @@ def test_a_preset_file_is_a_config_layer_checked_like_any_other(path):
     assert layer.sections["run"]["algo"] == presets.learner_of(game)
     for section, values in layer.games[game].items():  # checked values: what the presets hold
         assert values == presets.GAME_DEFAULTS[game].get(section, {}), section
-    if "cuda" in data:
-        assert set(cfg.check_layer(data["cuda"], f"{path} [cuda]").games) == {game}
+    for variant in presets.VARIANTS:  # each variant's tables are a layer of the game's too
+        if variant in data:
+            assert set(cfg.check_layer(data[variant], f"{path} [{variant}]").games) == {game}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda path: path.stem)
@@ -75,6 +76,8 @@ def test_a_preset_may_depend_on_the_device(tmp_path):
         ("[game.cartpole.ppo]\nnum_envs = 8\n", "[game]"),
         ("[run]\nseed = 3\n", "[run]"),
         ("[cuda.game.cartpole.ppo]\nnum_envs = 8\n", "[cuda]"),
+        ("[fp32.game.cartpole.ppo]\nnum_envs = 8\n", "[fp32]"),
+        ("[avx2.game.snake.ppo]\nnum_envs = 8\n", "[avx2]"),
     ],
 )
 def test_a_preset_file_that_sets_more_than_its_game_is_refused(tmp_path, text, names):
