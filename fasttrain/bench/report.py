@@ -433,10 +433,25 @@ def write_plot(path: str, rows: list[dict], machine: dict) -> None:
 # ---------------------------------------------------------------- REPORT
 
 
+def add_peak_fractions(rows: list[dict], machine: dict) -> None:
+    """Each CPU training row's learner GFLOP/s as a share of the machine's measured matmul
+    rate at Snake's first layer in the precision the update ran (``matmul_rates``): how near
+    its limit a preset runs."""
+    rates = machine.get("matmul_gflops") or {}
+    for row in rows:
+        gflops, precision = row.get("learner_gflops"), row.get("precision")
+        peak = rates.get(f"snake-layer-1 {precision}")
+        if row["backend"] != "cpu" or not gflops or not peak:
+            continue
+        row["peak_fraction"] = gflops / peak
+        row["note"] += f" ({gflops / peak:.0%} of the {precision} matmul peak)"
+
+
 def report(plan: Plan, results: Results, machine: dict, started: float) -> None:
     """Print the tables and notes; write the JSON and the plot when the plan names them."""
     rows = results.rows
     add_speedups(rows)
+    add_peak_fractions(rows, machine)
     check_figures(rows)
     add_sb3_speedups(results.targets)
     click.echo(

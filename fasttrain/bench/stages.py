@@ -216,15 +216,18 @@ def training_row(plan: Plan, game, device, algo, core, name, num_envs, runs) -> 
     split = {k: statistics.median(r[k] for r in runs) for k in TRAIN_KEYS[1:5]}
     trained = runs[0].get("core", core)  # the model.core trained (a preset may set one)
     label = algo if trained == "none" else f"{algo}+{trained}"
+    flops = runs[0].get("flops_per_step")
+    gflops = None if flops is None else flops * statistics.median(r["sps"] for r in runs) / 1e9
     return make_row(
         game,
         "train",
         device,
         runs[0].get("num_envs", 0),
         [r["sps"] for r in runs],
-        "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}{}".format(
+        "{}: env {:.0%} fwd {:.0%} learn {:.0%} other {:.0%}{}{}{}{}".format(
             label,
             *split.values(),
+            "" if gflops is None else f"; learner {gflops:.1f} GFLOP/s",
             "" if num_envs is None else " (num_envs set)",
             gpu_memory_note(runs[0].get("gpu_mem_bytes")),
             f"; {name}" if name else "",
@@ -235,6 +238,9 @@ def training_row(plan: Plan, game, device, algo, core, name, num_envs, runs) -> 
         batch_size=runs[0].get("batch_size"),
         gpu_mem_bytes=runs[0].get("gpu_mem_bytes"),
         iterations=plan.train_iterations,
+        flops_per_step=flops,
+        learner_gflops=gflops,
+        precision=runs[0].get("precision"),
         **split,
     )
 

@@ -48,9 +48,27 @@ def benchmark_training(
     return {**result, "core": config.model.core}
 
 
+def flops_per_step(trainer) -> float | None:
+    """Floating-point operations the learner spends per environment step (the rollout's forward
+    passes and the update's, backward included), counted by torch's ``FlopCounterMode`` over
+    one eager iteration: its matrix products and convolutions, the learner's arithmetic. None
+    where the iteration would not run eagerly (a compile due at its first call)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    deferred = getattr(trainer, "deferred", None)
+    if getattr(trainer, "compile_mode", "off") != "off" and deferred is None:
+        return None
+    step0 = trainer.global_step
+    with FlopCounterMode(display=False) as counter:
+        trainer.iterate()
+    return counter.get_total_flops() / max(trainer.global_step - step0, 1)
+
+
 def measure_training(trainer, iterations: int, ceiling=None) -> dict:
-    """Time ``iterations`` iterations after one warm-up; the split and ``ceiling(trainer)``."""
+    """Time ``iterations`` iterations after one warm-up; the split, ``ceiling(trainer)`` and
+    the learner's floating-point operations per step (``flops_per_step``)."""
     cuda = trainer.device.type == "cuda"
+    flops = flops_per_step(trainer)  # eager, before the compiled steps take over
     if getattr(trainer, "deferred", None) is not None:  # the compiled steps, not eager ones
         trainer.deferred.finish()
     # warm-up: compile and allocate outside the timing (on cuda also a rollout graph's capture,
@@ -75,6 +93,8 @@ def measure_training(trainer, iterations: int, ceiling=None) -> dict:
         "num_envs": trainer.env.num_envs,
         "num_agents": trainer.env.num_agents,
         "batch_size": trainer.batch_size,
+        "flops_per_step": flops,
+        "precision": getattr(trainer, "precision", "fp32"),
         # GPU memory: the env's buffers plus torch's peak (storage, model, activations)
         "gpu_mem_bytes": trainer.env.nbytes + torch.cuda.max_memory_allocated(trainer.device)
         if cuda

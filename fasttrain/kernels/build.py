@@ -229,12 +229,32 @@ class Launchers:
         return sum(len(d.signatures) for d in self.dispatchers)
 
 
+def cache_root() -> Path:
+    """fasttrain's cache folder: ``FASTTRAIN_CACHE_DIR``, else ``$XDG_CACHE_HOME/fasttrain``
+    (``~/.cache/fasttrain``)."""
+    return Path(
+        os.environ.get("FASTTRAIN_CACHE_DIR")
+        or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fasttrain"
+        )
+    )
+
+
 def cache_dir() -> Path:
     """Where generated launchers (and Numba's cache of them) live."""
-    root = os.environ.get("FASTTRAIN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "fasttrain"
-    )
-    return Path(root) / "kernels"
+    return cache_root() / "kernels"
+
+
+def trusted_torch_cache_dir() -> Path:
+    """The folder of torch.compile's caches (``cache_root()/torch``: inductor's compiled graphs
+    and the shared libraries it loads), made where missing and checked as the kernel cache is
+    (``trusted_cache_dir``): it is code too."""
+    folder = cache_root() / "torch"
+    for path in (folder.parent, folder):
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if sys.platform != "win32":
+            _check_private(path)
+    return folder
 
 
 class UntrustedCacheError(PermissionError):

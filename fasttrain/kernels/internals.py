@@ -55,6 +55,10 @@ INTERNALS: tuple[Internal, ...] = (
         "inductor's fast CPU tanh (Sleef's exact one is ~4x slower; docs/performance.md)",
     ),
     Internal(
+        "torch._inductor.runtime.cache_dir_utils.default_cache_dir",
+        "torch's compile cache folder where none is set: fasttrain's replaces it, not the user's",
+    ),
+    Internal(
         "torch._dynamo.variables.ctx_manager",
         "logger name: its profiler-marker notes are filtered out of a run's output",
     ),

@@ -91,6 +91,33 @@ def _safe_cpu_vectors() -> None:
         internals.assign(path, CPU_SIMD_BITS)
 
 
+# torch.compile's cache folder is set by this variable (inductor reads it at each use, and writes
+# its default there at its first)
+TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def keep_compiles_in_the_project_cache() -> str:
+    """torch.compile's caches in fasttrain's cache folder (``fasttrain.kernels.build.
+    trusted_torch_cache_dir``, under ``FASTTRAIN_CACHE_DIR`` or ``~/.cache/fasttrain``) unless the
+    user set ``TORCHINDUCTOR_CACHE_DIR``: torch's default, ``/tmp/torchinductor_<user>``, is
+    emptied by a reboot (every first run of the day compiled cold: ~20 s of a 2-core CPU) and
+    is a path another user of the machine can create first, though what is in it is loaded as
+    code. Returns the folder in use."""
+    from fasttrain.kernels.build import trusted_torch_cache_dir
+
+    chosen = os.environ.get(TORCH_CACHE_VARIABLE)
+    if chosen is not None:  # the user's, or torch's default written there at its first use
+        try:
+            default = internals.resolve("torch._inductor.runtime.cache_dir_utils.default_cache_dir")
+        except internals.InternalMissing:
+            return chosen
+        if os.path.abspath(chosen) != os.path.abspath(default()):
+            return chosen
+    folder = str(trusted_torch_cache_dir())
+    os.environ[TORCH_CACHE_VARIABLE] = folder
+    return folder
+
+
 def compile_settings() -> None:
     """fasttrain's dynamo and inductor settings, in the calling thread: torch keeps them per
     thread, so the background compile (``DeferredCompile``) sets them again in its own (without,
@@ -130,6 +157,7 @@ class CompiledStep:
         self.fn = fn
         if self.first:
             _quiet_compile_notes()
+            keep_compiles_in_the_project_cache()
             compile_settings()
             try:
                 self.fn = torch.compile(fn, mode=None if mode == "default" else mode)

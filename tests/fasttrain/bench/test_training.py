@@ -47,10 +47,13 @@ def test_measure_training_counts_the_timed_steps_after_one_warm_up(monkeypatch):
     fake_clock(monkeypatch, 100.0, 102.0)  # 2 s between the start and the end
     trainer = FakeTrainer(deferred=True)
     result = training.measure_training(trainer, 3, ceiling=lambda t: 1234.0 + t.global_step)
-    # the compiled steps finished first, then a warm-up that is neither timed nor split
-    assert trainer.calls == ["finish", "iterate", "reset", "iterate", "iterate", "iterate"]
+    # one eager iteration counts the learner's arithmetic, then the compiled steps finish,
+    # then a warm-up that is neither timed nor split
+    calls = ["iterate", "finish", "iterate", "reset", "iterate", "iterate", "iterate"]
+    assert trainer.calls == calls
     assert result["sps"] == 30 / 2.0  # 3 iterations of 10 steps; the warm-up's 10 not counted
-    assert result["ceiling_sps"] == 1234.0 + 40  # called once, after the timing
+    assert result["flops_per_step"] == 0.0  # a stand-in does no arithmetic
+    assert result["ceiling_sps"] == 1234.0 + 50  # called once, after the timing
     assert {k: result[f"time_{k}"] for k in ("env", "forward", "learn", "other")} == {
         "env": 0.5,
         "forward": 0.25,
@@ -65,7 +68,7 @@ def test_measure_training_without_a_ceiling_reports_nan(monkeypatch):
     fake_clock(monkeypatch, 0.0, 4.0)
     trainer = FakeTrainer()
     result = training.measure_training(trainer, 1)
-    assert trainer.calls == ["iterate", "reset", "iterate"] and result["sps"] == 10 / 4.0
+    assert trainer.calls == ["iterate", "iterate", "reset", "iterate"] and result["sps"] == 10 / 4.0
     assert math.isnan(result["ceiling_sps"])
 
 
@@ -130,3 +133,33 @@ def test_benchmark_training_reports_split_and_ceiling(monkeypatch):
     assert result["sps"] > 0 and result["ceiling_sps"] > 0
     split = [result[f"time_{k}"] for k in ("env", "forward", "learn", "other")]
     assert all(0 <= v <= 1 for v in split) and sum(split) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_learners_arithmetic_per_step_is_every_pass_of_every_layer():
+    """CartPole's PPO with a 16-wide MLP, counted by hand: each step's forward in the rollout,
+    each epoch's forward and backward over the batch (the first layer's backward is its weight
+    gradient alone: the observations need none), and the forward of the last observations (for
+    their values)."""
+    from fasttrain.learners import make_trainer
+
+    envs, steps, epochs, h = 4, 16, 3, 16
+    config = cfg.build(
+        [
+            (
+                "test",
+                {
+                    "game": {"name": "cartpole"},
+                    "run": {"device": "cpu", "compile": "off"},
+                    "ppo": {"num_envs": envs, "num_steps": steps, "update_epochs": epochs},
+                    "model": {"hidden": h, "layers": 2},
+                },
+            )
+        ]
+    )
+    trainer = make_trainer(config, warn=lambda *_: None)
+    first, rest = 4 * h, h * h + h * 2 + h * 1  # multiply-adds per row: layer 1, then the rest
+    rows = envs * steps
+    macs = rows * (first + rest)  # the rollout's forward passes
+    macs += epochs * rows * ((first + rest) + (first + 2 * rest))  # forward + backward
+    macs += envs * (first + rest)  # the last observations' forward, for their values
+    assert training.flops_per_step(trainer) == 2 * macs / rows
