@@ -25,6 +25,7 @@ from fasttrain.device import check_memory, resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.statecheck import StateError
 from fasttrain.learners import distributed, savedstate
+from fasttrain.learners.compile import COLD_COMPILE_MIN_STEPS, compile_key, compiled_before
 from fasttrain.learners.context import (
     Timers,
     one_torch_thread,
@@ -223,17 +224,31 @@ class TrainerBase:
         text = text if self.world == 1 else f"{text} per rank x {self.world} ranks"
         return text + self.compile_note()
 
+    # why run.compile = "auto" left a run eager that it would have compiled with a warm cache
+    compile_skipped = ""
+
     def compile_mode_for(self, auto_compile: bool, recurrent: bool = False) -> str:
         """``run.compile`` resolved for this run (``fasttrain.device.resolve_compile``), with
-        what the learner says of compiling it (its ``Learner.auto_compile``)."""
-        return resolve_compile(
+        what the learner says of compiling it (its ``Learner.auto_compile``); ``auto`` runs
+        eagerly where torch's cache holds none of this run's steps and the run is shorter than
+        ``COLD_COMPILE_MIN_STEPS`` (``compile_skipped`` says so on the first line)."""
+        steps = self.args.total_timesteps
+        mode = resolve_compile(
             self.config.run.compile,
             self.ctx.device,
-            self.args.total_timesteps,
+            steps,
             auto_compile,
             recurrent,
             self.config.model.hidden,
         )
+        self.compile_key = compile_key(self.config, self.precision)
+        auto = self.config.run.compile == "auto" and mode != "off"
+        if auto and steps < COLD_COMPILE_MIN_STEPS and not compiled_before(self.compile_key):
+            self.compile_skipped = (
+                f"eager: a first compile (none cached) does not pay in {steps:,} steps"
+            )
+            return "off"
+        return mode
 
     @property
     def precision(self) -> str:
@@ -245,7 +260,9 @@ class TrainerBase:
         passes stay float32), then `` | torch.compile (MODE)`` when the learner compiles."""
         note = "" if self.precision == "fp32" else f" | {self.precision} update"
         mode = self.compile_mode
-        return note + ("" if mode == "off" else f" | torch.compile ({mode})")
+        if mode == "off":
+            return note + (f" | {self.compile_skipped}" if self.compile_skipped else "")
+        return note + f" | torch.compile ({mode})"
 
     def member_losses(self, names, totals: torch.Tensor, updates: int) -> list[dict]:
         """Each member's mean stats over ``updates`` minibatch steps (``totals``, by ``names``)

@@ -118,6 +118,54 @@ def keep_compiles_in_the_project_cache() -> str:
     return folder
 
 
+# run.compile = "auto" where torch's cache holds none of a run's compiled steps (a first run, or
+# new settings): compile only runs of this many steps or more, where even a cold compile pays.
+# A cold compile of a step took ~20 s of a 2-core CPU (docs/performance.md#torchcompile); a
+# 10M-step CartPole run at PufferLib's settings trains in ~20 s, and waited as long again for it
+COLD_COMPILE_MIN_STEPS = 20_000_000
+
+
+def compile_key(config, precision: str) -> str:
+    """A name for the steps a run of ``config`` compiles, on this torch and this CPU's kernels:
+    its game and parameters, learner settings, network and arithmetic (the learning rate and
+    the like too: a key that changes where the graphs did not only makes a cached compile look
+    cold, never the reverse)."""
+    import hashlib
+
+    parts = (
+        torch.__version__,
+        torch.backends.cpu.get_cpu_capability(),
+        config.run.algo,
+        repr(config.params),
+        repr(config.learner),
+        repr(config.model),
+        precision,
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
+
+
+def _marker(key: str):
+    from pathlib import Path
+
+    return Path(keep_compiles_in_the_project_cache()) / "fasttrain-compiled" / key
+
+
+def compiled_before(key: str) -> bool:
+    """Whether a run on this machine compiled the steps named ``key`` into torch's cache (the
+    folder in use: ``keep_compiles_in_the_project_cache``)."""
+    return _marker(key).exists()
+
+
+def mark_compiled(key: str) -> None:
+    """Note that the steps named ``key`` are in torch's cache now (best effort)."""
+    path = _marker(key)
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        path.touch()
+    except OSError:  # a read-only cache compiles again next time, nothing worse
+        pass
+
+
 def compile_settings() -> None:
     """fasttrain's dynamo and inductor settings, in the calling thread: torch keeps them per
     thread, so the background compile (``DeferredCompile``) sets them again in its own (without,
@@ -328,8 +376,9 @@ class DeferredCompile:
     compiled function at iteration ``switch_at``, waiting there for the thread if it is not
     done, then calls ``adopt()`` (where the compile succeeded)."""
 
-    def __init__(self, steps: list, switch_at: int, say=print, adopt=None):
+    def __init__(self, steps: list, switch_at: int, say=print, adopt=None, key: str | None = None):
         self.steps, self.switch_at, self.say, self.adopt = steps, switch_at, say, adopt
+        self.key = key  # compile_key of the steps: marked compiled where they were
         self.thread, self.failure = None, None
         self.started = self.compiled_s = None
         self.waited_s = 0.0  # seconds the run waited for the compile at the switch
@@ -362,6 +411,8 @@ class DeferredCompile:
         for step in self.steps:
             step.switch(self.failure)
         if self.failure is None:
+            if self.key is not None:
+                mark_compiled(self.key)
             if self.adopt is not None:
                 self.adopt()
             self.say(

@@ -221,7 +221,9 @@ class Trainer(TrainerBase):
             return None
         switch_at = max(1, self.num_iterations // DEFER_SHARE)
         steps = [self.train_step, self.act_policy]
-        deferred = DeferredCompile(steps, switch_at, say=say, adopt=self.adopt_compiled)
+        deferred = DeferredCompile(
+            steps, switch_at, say=say, adopt=self.adopt_compiled, key=self.compile_key
+        )
         deferred.start(self.precompile)
         return deferred
 

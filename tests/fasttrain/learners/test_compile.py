@@ -15,6 +15,7 @@ import torch
 
 from fasttrain import device as devices
 from fasttrain.config import resolve as cfg
+from fasttrain.learners import base
 from fasttrain.learners import compile as compiling
 from fasttrain.learners.compile import CompiledStep, call_module
 from fasttrain.learners.ppo import Trainer
@@ -322,6 +323,7 @@ def test_compile_auto_reaches_the_trainer_and_its_first_log_line(monkeypatch):
         return compiled(fn, mode=mode)
 
     monkeypatch.setattr(torch, "compile", spy)
+    monkeypatch.setattr(base, "compiled_before", lambda key: True)  # torch's cache is warm
     for steps, mode in ((devices.COMPILE_MIN_STEPS, "default"), (4096, "off")):
         calls.clear()
         config = snake(run={"compile": "auto"}, ppo={"total_timesteps": steps})
@@ -329,8 +331,51 @@ def test_compile_auto_reaches_the_trainer_and_its_first_log_line(monkeypatch):
         assert trainer.compile_mode == mode
         assert calls == ([None, None] if mode == "default" else [])  # the network and the step
         assert ("torch.compile (default)" in trainer.describe()) is (mode == "default")
+        assert "eager" not in trainer.describe()
     with pytest.raises(cfg.ConfigError, match="auto, off, default, reduce-overhead"):
         snake(run={"compile": "yes"})
+
+
+def test_a_first_compile_is_skipped_where_the_run_is_too_short_for_it_to_pay(monkeypatch):
+    """With none of a run's steps in torch's cache, ``auto`` compiles only runs of
+    ``COLD_COMPILE_MIN_STEPS`` or more, and says so on the first line; a compile asked for by
+    name compiles whatever the cache holds."""
+    monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++")
+    monkeypatch.setattr(torch, "compile", lambda fn, mode=None: fn)
+    asked = []
+    monkeypatch.setattr(base, "compiled_before", lambda key: asked.append(key) or False)
+    short, auto = devices.COMPILE_MIN_STEPS, {"compile": "auto"}
+    trainer = Trainer(snake(run=auto, ppo={"total_timesteps": short}), warn=lambda *_: None)
+    assert trainer.compile_mode == "off" and asked == [trainer.compile_key]
+    assert f"| eager: a first compile (none cached) does not pay in {short:,} steps" in (
+        trainer.describe()
+    )
+    cold_min = compiling.COLD_COMPILE_MIN_STEPS
+    long = Trainer(snake(run=auto, ppo={"total_timesteps": cold_min}), warn=print)
+    assert long.compile_mode == "default" and "eager" not in long.describe()
+    named = Trainer(snake(run={"compile": "default"}, ppo={"total_timesteps": short}), warn=print)
+    assert named.compile_mode == "default"
+
+
+def test_a_finished_background_compile_marks_its_steps_compiled(tmp_path, monkeypatch):
+    """The mark is what makes the next run's cache warm: written once the compile succeeded,
+    in the folder torch compiles into, under the key of the run's settings."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    config = snake(ppo={"total_timesteps": 4096})
+    key = compiling.compile_key(config, "fp32")
+    assert key == compiling.compile_key(config, "fp32")  # the same settings, the same steps
+    assert key != compiling.compile_key(config, "bf16")
+    other = snake(ppo={"total_timesteps": 4096}, model={"hidden": 32})
+    assert key != compiling.compile_key(other, "fp32")
+    assert not compiling.compiled_before(key)
+    failed = compiling.DeferredCompile([], 0, say=lambda *_: None, key=key)
+    failed.start(lambda: 1 / 0)
+    failed.at(0)
+    assert not compiling.compiled_before(key)  # a failed compile marks nothing
+    done = compiling.DeferredCompile([], 0, say=lambda *_: None, key=key)
+    done.start(lambda: None)
+    done.at(0)
+    assert compiling.compiled_before(key) and (tmp_path / "fasttrain-compiled" / key).is_file()
 
 
 # ------------------------------------------------------------------ exits during the compile
@@ -451,6 +496,7 @@ def test_snakes_default_run_compiles_and_switches_without_corrupting_the_heap(tm
     from tests.cli import cli
 
     quiet = ("--set", "log.curves=false", "--set", "log.progress=false")
+    quiet += ("--set", "run.compile=default")  # whatever torch's cache holds
     result = cli("run", "--game", "snake", "--steps", "3000000", "--out", tmp_path / "run", *quiet)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "torch.compile (default)" in result.stdout
