@@ -102,7 +102,8 @@ def test_the_user_chooses_a_variant_and_set_beats_it(machine, snake_fp32):
     assert over.run.preset == "fp32"
     assert (over.learner.update_epochs, over.model.hidden) == (3, 48)
     assert over.sources["ppo.update_epochs"] == "--set"
-    with pytest.raises(cfg.ConfigError, match="run.preset must be one of auto, base, fp32, cuda; got .avx2."):
+    valid = "run.preset must be one of auto, base, fp32, cuda; got .avx2."
+    with pytest.raises(cfg.ConfigError, match=valid):
         cfg.load(sets=["run.preset=avx2"])
 
 
