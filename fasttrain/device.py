@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -54,6 +55,8 @@ def resolve_device(name: str) -> Device:
     if name == "auto":
         # torch first: a CPU build of torch answers at once, where asking numba-cuda imports it
         name = "cuda" if torch.cuda.is_available() and cuda_available() else "cpu"
+        if name == "cpu" and torch.cuda.is_available():
+            _say_why_not_the_gpu()
     if name == "cuda":
         problem = cuda_problem()
         if problem is None and simulator():
@@ -63,6 +66,21 @@ def resolve_device(name: str) -> Device:
         if problem:
             raise ConfigError(f"device 'cuda' is not available: {problem}")
     return Device(torch.device(name), name)
+
+
+_SAID_WHY_NOT_THE_GPU: list[str] = []
+
+
+def _say_why_not_the_gpu() -> None:
+    """One line on stderr, once per process, where ``auto`` trains on the CPU although torch
+    sees a GPU: the environments' cuda backend cannot run (``cuda_problem``), and what to
+    install. A GPU machine never falls back in silence."""
+    problem = cuda_problem() or "the cuda backend is not available"
+    line = f"warning: torch sees a GPU, but fasttrain's cuda backend cannot run: {problem}; "
+    line += "training on the CPU (--device cuda fails with this reason instead)"
+    if line not in _SAID_WHY_NOT_THE_GPU:
+        _SAID_WHY_NOT_THE_GPU.append(line)
+        print(line, file=sys.stderr)
 
 
 def device_type(name: str) -> str:

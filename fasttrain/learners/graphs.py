@@ -47,6 +47,20 @@ def graph_problem(config, device: torch.device) -> str | None:
     return None
 
 
+def slot_name(slot) -> tuple:
+    """What a captured graph is held under: the slot's identity, and where it is a tensor its
+    address and shape (an object id alone can be reused by a new slot once the old is freed)."""
+    if torch.is_tensor(slot):
+        return (id(slot), slot.data_ptr(), tuple(slot.shape))
+    return (id(slot),)
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: the first line of its message``, at most 200 characters: a cause in one line."""
+    text = (str(exc).splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class GraphedCall:
     """``fn(slot)`` run as a CUDA graph: eagerly the first time (the warm-up, on the capture
     stream), captured at the next call and replayed from then on, one graph per ``slot`` (a
@@ -55,36 +69,70 @@ class GraphedCall:
     registered with every capture; ``after``: what to call after each run (the env's stream set
     back to torch's current one: its steps ran on the capture stream, or not in Python at all).
     Returns what ``fn`` returned: after a replay the tensors it returned at the capture, which
-    the next replay overwrites."""
+    the next replay overwrites.
 
-    def __init__(self, fn, key, generators, device: torch.device, after=()):
+    Where a capture or a graph's first replay fails, nothing is fatal that eager mode would
+    survive: the device is synchronised, the graphs dropped, the generators put back where they
+    were, one line said through ``warn`` (``what`` names the steps) and ``fn`` runs eagerly from
+    the same state, that call and every later one."""
+
+    def __init__(self, fn, key, generators, device: torch.device, after=(), warn=print, what=""):
         self.fn, self.key, self.generators = fn, key, list(generators)
         self.after = list(after)  # called after every run: the warm-up, a capture, a replay
         self.device = device
         self.stream = torch.cuda.Stream(device)
-        self.graphs: dict[int, tuple] = {}  # id(slot) -> (key, graph, output)
+        self.graphs: dict[tuple, tuple] = {}  # slot_name(slot) -> (key, graph, output, replayed)
         self.warm = False
         self.captures = 0  # how many times a graph was captured (read by tests and bench)
+        self.warn, self.what = warn, what or "the rollout"
+        self.failed: str | None = None  # why capture failed: eager from then on
 
     def __call__(self, slot):
         current = torch.cuda.current_stream(self.device)
-        if not self.warm:
+        if self.failed is not None:
+            out = self.fn(slot)
+        elif not self.warm:
             self.stream.wait_stream(current)
             with torch.cuda.stream(self.stream):
                 out = self.fn(slot)
             current.wait_stream(self.stream)
             self.warm = True
         else:
-            key = self.key(slot)
-            held = self.graphs.get(id(slot))
-            if held is None or held[0] != key:
-                self.graphs.pop(id(slot), None)  # free a stale graph's memory before capturing
-                held = self.graphs[id(slot)] = (key, *self.capture(slot))
-            held[1].replay()
-            out = held[2]
+            out = self._replay(slot)
         for done in self.after:  # e.g. the env's array work back on the current stream
             done()
         return out
+
+    def _replay(self, slot):
+        """The graph of ``slot`` replayed (captured first where it has none or its key
+        changed); ``fn(slot)`` run eagerly where the capture or the first replay fails."""
+        name, key = slot_name(slot), self.key(slot)
+        held = self.graphs.get(name)
+        states = [g.get_state() for g in self.generators]  # what a failure puts back
+        try:
+            if held is None or held[0] != key:
+                self.graphs.pop(name, None)  # free a stale graph's memory before capturing
+                held = self.graphs[name] = (key, *self.capture(slot), False)
+            held[1].replay()
+        except Exception as exc:  # noqa: BLE001 - eager mode survives what capture cannot
+            if held is not None and held[3]:  # a graph that replayed before: not capture's
+                raise
+            self._fall_back(exc, states)
+            return self.fn(slot)
+        if not held[3]:
+            self.graphs[name] = (*held[:3], True)
+        return held[2]
+
+    def _fall_back(self, exc: Exception, states: list) -> None:
+        torch.cuda.synchronize(self.device)
+        self.graphs.clear()
+        for generator, state in zip(self.generators, states, strict=True):
+            generator.set_state(state)
+        self.failed = first_line(exc)
+        self.warn(
+            f"{self.what} runs eagerly: capture failed: {self.failed}; "
+            "run.cuda_graph = false skips capture"
+        )
 
     def capture(self, slot) -> tuple:
         """``fn(slot)`` captured (nothing runs; the generators stay where they are): the graph
@@ -113,7 +161,8 @@ def rollout_graph(
         warn(f"the rollout runs eagerly, not as a CUDA graph: {problem}")
     if problem is not None:
         return None
-    return GraphedCall(steps, key, generators, device, after=[env.follow_torch_stream])
+    after = [env.follow_torch_stream]
+    return GraphedCall(steps, key, generators, device, after, warn=warn, what="the rollout")
 
 
 def run_rollout(graph: GraphedCall | None, steps, slot, timers) -> None:
@@ -167,8 +216,8 @@ class GraphedUpdate:
     indices, drawn on the device) copied into the one index buffer the graph reads, the step
     counted in ``ctx.updates`` (a replay runs no Python; ``ctx`` None: not counted)."""
 
-    def __init__(self, step, key, device: torch.device, ctx=None):
-        self.graph = GraphedCall(step, key, [], device)
+    def __init__(self, step, key, device: torch.device, ctx=None, warn=print):
+        self.graph = GraphedCall(step, key, [], device, warn=warn, what="the update")
         self.ctx = ctx
         self.slot: torch.Tensor | None = None
 
@@ -204,7 +253,7 @@ def setup_update_graph(learner, step, key, warn) -> GraphedUpdate | None:
     if problem:
         warn(f"the update runs eagerly, not as CUDA graphs: {problem}")
         return None
-    return GraphedUpdate(step, key, learner.device, learner.ctx)
+    return GraphedUpdate(step, key, learner.device, learner.ctx, warn=warn)
 
 
 def graph_safe_optimizer(optimizer, device: torch.device) -> None:

@@ -134,6 +134,40 @@ def test_auto_is_cuda_only_where_torch_and_the_kernels_both_see_a_gpu(gpu):
     assert resolve_device("auto").type == "cuda" and resolve_device("cpu") == CPU
 
 
+def test_auto_on_a_gpu_the_backend_cannot_use_says_why_once_then_trains_on_the_cpu(
+    gpu, monkeypatch, capsys
+):
+    """numpy 2.5 under numba-cuda 0.30 (a fresh install before the extra's bound) trained on
+    the CPU without a word while torch saw the GPU."""
+    monkeypatch.setattr(device, "_SAID_WHY_NOT_THE_GPU", [])
+    why = "numba-cuda 0.30.4 calls np.row_stack, which numpy 2.5.0 removed; pip install 'numpy<2.5'"
+    gpu(True, False, problem=why)
+    assert resolve_device("auto") == CPU and resolve_device("auto") == CPU  # twice, said once
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"warning: torch sees a GPU, but fasttrain's cuda backend cannot run: {why}; "
+        "training on the CPU (--device cuda fails with this reason instead)"
+    ]
+    gpu(False, False, problem="no CUDA GPU is visible")  # no GPU at all: nothing to say
+    assert resolve_device("auto") == CPU and capsys.readouterr().err == ""
+
+
+def test_the_cuda_extra_keeps_a_numpy_numba_cuda_can_load():
+    """numba-cuda calls np.row_stack, which numpy 2.5 removed: ``pip install 'fasttrain[cuda]'``
+    must not resolve numpy 2.5 (and the test extra, which brings numba-cuda too, neither)."""
+    import re
+
+    from fasttrain.config.read import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = extras["optional-dependencies"]
+    for name in ("cuda", "test"):
+        bounds = [r for r in extras[name] if re.match(r"numpy\b", r)]
+        assert len(bounds) == 1, (name, bounds)
+        upper = re.search(r"<\s*(\d+)\.(\d+)", bounds[0])
+        assert upper and (int(upper[1]), int(upper[2])) <= (2, 5), (name, bounds[0])
+
+
 def test_cuda_without_a_usable_gpu_says_what_is_missing_in_one_line(gpu, monkeypatch):
     gpu(False, False, problem="no CUDA GPU is visible")
     with pytest.raises(ConfigError, match=r"^device 'cuda' is not available: no CUDA GPU"):

@@ -59,6 +59,16 @@ def test_the_presets_resolve_to_the_values_each_game_trains_with():
     assert cfg.from_dict({"game": {"name": "minatar-asterix"}}).run.algo == "pqn"
 
 
+def test_snakes_fp32_variant_is_what_a_cpu_without_bf16_trains():
+    """The one measured variant so far (docs/performance.md, How the presets were chosen)."""
+    fp32 = presets.preset("snake", "ppo", "fp32")
+    assert (fp32["update_epochs"], fp32["num_minibatches"]) == (1, 4)
+    assert fp32["total_timesteps"] == 30_000_000 and fp32["learning_rate"] == 2.5e-3
+    assert fp32["gamma"] == presets.preset("snake", "ppo")["gamma"]  # the base under it
+    assert presets.has_variant("snake", "fp32") and not presets.has_variant("snake", "cuda")
+    assert not any(presets.has_variant(g, "fp32") for g in games.names() if g != "snake")
+
+
 def test_a_preset_may_depend_on_the_device(tmp_path):
     (tmp_path / "snake.toml").write_text(
         '# from: a test\n[run]\nalgo = "ppo"\n\n[game.snake.ppo]\nnum_envs = 512\nnum_steps = 32\n'

@@ -393,11 +393,17 @@ def test_the_bound_holds_wherever_a_config_is_built(tmp_path):
     assert cfg.load(sets=["ppo.update_epochs=1000"]).learner.update_epochs == 1000  # the bound
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_every_preset_resolves_within_the_bounds(monkeypatch, device):
+@pytest.mark.parametrize(
+    ("device", "cls", "variant"),
+    [("cpu", "amx", "base"), ("cpu", "avx2", "fp32"), ("cuda", "amx", "cuda")],
+)
+def test_every_preset_resolves_within_the_bounds(monkeypatch, device, cls, variant):
     from fasttrain import device as devices
 
+    monkeypatch.delenv("FASTTRAIN_CPU", raising=False)
     monkeypatch.setattr(devices, "device_type", lambda name: device)
+    monkeypatch.setattr(devices, "cpu_class", lambda: cls)
     for game in games.names():  # every learner's settings are checked on each game's run
         config = cfg.from_dict({"game": {"name": game}})
         assert config.layers.device == device
+        assert (config.run.preset, config.layers.variant) == (variant, variant)

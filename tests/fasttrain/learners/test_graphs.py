@@ -444,3 +444,107 @@ def test_a_populations_graph_replay_equals_its_eager_rollout_bit_for_bit(kind):
             assert torch.equal(value, weights[name]), (i, name)
     assert graphed.horizon_graph.captures == 1
     assert graphed.update_graph.captures == 1  # the minibatch steps replayed: the same weights
+
+
+class FakeCuda:
+    """torch.cuda's stream and graph calls as a CPU test needs them: a capture that fails the
+    way a real one does (inside ``torch.cuda.graph``) or a first replay that does."""
+
+    def __init__(self, monkeypatch, fail_at: str):
+        import contextlib
+
+        self.fail_at, self.synced = fail_at, 0
+        stream = type("Stream", (), {"wait_stream": lambda self, other: None})
+        monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: stream())
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: stream())
+        monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: self.sync())
+        fake = self
+
+        class Graph:
+            def register_generator_state(self, generator):
+                pass
+
+            def replay(self):
+                if fake.fail_at == "replay":
+                    raise RuntimeError("CUDA error: operation failed due to a previous error\nmore")
+
+        @contextlib.contextmanager
+        def capture(graph, stream=None, capture_error_mode=None):
+            yield
+            if fake.fail_at == "capture":
+                raise RuntimeError("operation not permitted when stream is capturing\ndetail")
+
+        monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+        monkeypatch.setattr(torch.cuda, "graph", capture)
+
+    def sync(self):
+        self.synced += 1
+
+
+@pytest.mark.parametrize("fail_at", ["capture", "replay"])
+def test_a_failed_capture_or_first_replay_falls_back_to_eager_in_one_line(monkeypatch, fail_at):
+    """Nothing fatal that eager mode would survive: the device synced, the graph dropped, the
+    random stream put back where the capture found it, one line, and every later call eager."""
+    cuda = FakeCuda(monkeypatch, fail_at)
+    generator = torch.Generator().manual_seed(3)
+    calls, lines = [], []
+
+    def steps(slot):
+        calls.append(torch.rand(2, generator=generator))  # draws, as a rollout does
+        return len(calls)
+
+    graph = graphs.GraphedCall(steps, lambda slot: 0, [generator], "cpu", warn=lines.append)
+    slot = torch.zeros(3)
+    assert graph(slot) == 1  # the eager warm-up
+    before = generator.get_state()
+    expected = torch.rand(2, generator=torch.Generator().manual_seed(0).set_state(before))
+    assert graph(slot) == 3  # capture (its own call of steps), then the same step eagerly
+    assert torch.equal(calls[-1], expected)  # from the state the capture found
+    cause = {
+        "capture": "RuntimeError: operation not permitted when stream is capturing",
+        "replay": "RuntimeError: CUDA error: operation failed due to a previous error",
+    }[fail_at]
+    assert lines == [
+        f"the rollout runs eagerly: capture failed: {cause}; run.cuda_graph = false skips capture"
+    ]
+    assert cuda.synced == 1 and not graph.graphs and graph.failed == cause
+    assert graph(slot) == 4 and graph(torch.zeros(5)) == 5  # eager from then on, no capture
+    assert len(lines) == 1 and graph.captures == (fail_at == "replay")  # captures that ended
+
+
+def test_a_graph_is_held_by_its_slots_address_and_shape():
+    """A new index buffer at a freed one's id must not replay the old graph."""
+    a = torch.zeros(4)
+    assert graphs.slot_name(a) == (id(a), a.data_ptr(), (4,))
+    b = torch.zeros(2, 2)
+    assert graphs.slot_name(b)[1:] == (b.data_ptr(), (2, 2))
+    storage = object()
+    assert graphs.slot_name(storage) == (id(storage),)
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_capture_that_fails_on_a_gpu_continues_as_the_eager_run(monkeypatch):
+    """A capture made to fail on purpose (its CUDA graph refuses to end): the run says so in
+    one line per graph and trains on, bit for bit the run with ``run.cuda_graph = false``."""
+    real = torch.cuda.graph
+
+    class Refused(real):
+        def __exit__(self, *exc):
+            super().__exit__(*exc)
+            raise RuntimeError("capture refused on purpose")
+
+    monkeypatch.setattr(torch.cuda, "graph", Refused)
+    eager, graphed = gpu_trainer(False), gpu_trainer(True)
+    lines = []
+    graphed.horizon_graph.warn = graphed.update_graph.graph.warn = lines.append
+    for i in range(3):
+        eager.iterate()
+        graphed.iterate()
+        assert_same(eager, graphed, i)
+    assert [line.split(":")[0] for line in lines] == [
+        "the rollout runs eagerly",
+        "the update runs eagerly",
+    ]
+    assert all("capture refused on purpose" in line for line in lines)
