@@ -18,7 +18,7 @@ from fasttrain.environ import CPU, emulated_cpu
 from fasttrain.errors import ConfigError
 from fasttrain.kernels import cuda_available
 from fasttrain.kernels.env import host_memory_available
-from fasttrain.kernels.gpu import cuda_problem, simulator
+from fasttrain.kernels.gpu import cuda_problem, quiet_known_gpu_noise, simulator
 
 # /proc/cpuinfo flags of CPUs that compute in bfloat16 natively (x86 AVX512-BF16 or AMX, Arm BF16)
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
@@ -65,6 +65,7 @@ def resolve_device(name: str) -> Device:
             problem = "torch was built without CUDA; install a CUDA build of torch"
         if problem:
             raise ConfigError(f"device 'cuda' is not available: {problem}")
+        quiet_known_gpu_noise()
     return Device(torch.device(name), name)
 
 

@@ -25,8 +25,10 @@ import types
 import numpy as np
 
 from .build import Launchers, game_functions, load_launchers, load_module
-from .gpu import cuda_problem, device_args, numba_stream, simulator
+from .gpu import cuda_problem, device_args, numba_stream, quiet_known_gpu_noise, simulator
 from .spec import GameSpec
+
+quiet_known_gpu_noise()  # numba-cuda's low-occupancy note for small grids
 
 THREADS_PER_BLOCK = 256  # the most threads a block gets (2^20 envs: 4,096 blocks)
 WARP = 32

@@ -16,6 +16,24 @@ from .internals import resolve
 INSTALL_HINT = "install the GPU extra with: pip install 'fasttrain[cuda]'"
 
 
+# Warnings a GPU run triggers that say nothing a user can act on, silenced by their message:
+# torch's note that a capturable optimizer steps outside a capture (the eager warm-up before a
+# CUDA graph's capture does, by design), and numba-cuda's low-occupancy note for small grids (a
+# small env count, the tiled copies of a few rows)
+KNOWN_NOISE = (
+    r"This instance was constructed with capturable=True",
+    r"Grid size \d+ will likely result in GPU under-utilization",
+)
+
+
+def quiet_known_gpu_noise() -> None:
+    """Ignore the ``KNOWN_NOISE`` warnings (by message only: any other warning still shows)."""
+    import warnings
+
+    for message in KNOWN_NOISE:
+        warnings.filterwarnings("ignore", message=message)
+
+
 def simulator() -> bool:
     """True when Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"

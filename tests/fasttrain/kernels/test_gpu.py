@@ -40,3 +40,29 @@ def test_a_numpy_too_new_for_numba_cuda_is_named_in_one_line(monkeypatch):
         device.numpy_too_new_for_numba_cuda.cache_clear()
     assert problem is not None and "np.row_stack" in problem and "numpy<2.5" in problem
     assert "\n" not in problem
+
+
+def test_known_gpu_noise_is_silenced_by_its_message_and_nothing_else():
+    import warnings
+
+    from fasttrain.kernels import gpu
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gpu.quiet_known_gpu_noise()
+        warnings.warn(
+            "This instance was constructed with capturable=True or some of all the param_groups "
+            "came with capturable=True, but step() is running without CUDA graph capture.",
+            UserWarning,
+            stacklevel=2,
+        )
+        warnings.warn(
+            "Grid size 4 will likely result in GPU under-utilization due to low occupancy.",
+            stacklevel=2,
+        )
+        warnings.warn("Grid size is a word in another warning", UserWarning, stacklevel=2)
+        warnings.warn("capturable=True, said differently", UserWarning, stacklevel=2)
+    assert [str(w.message) for w in caught] == [
+        "Grid size is a word in another warning",
+        "capturable=True, said differently",
+    ]
