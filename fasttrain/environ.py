@@ -90,12 +90,34 @@ def emulate_cpu() -> None:
         os.environ.setdefault(name, value)
 
 
+# FASTTRAIN_CUDA_LAYOUT: the cuda backend's layout of the kernels' working memory
+# (fasttrain.kernels.env.LAYOUTS, named here too; a test checks the two agree), for going back
+# to the layout measured on the H200 (env-major) where the default (obs-minor) misbehaves
+CUDA_LAYOUT = "FASTTRAIN_CUDA_LAYOUT"
+CUDA_LAYOUTS = ("env-major", "obs-minor", "env-minor")
+
+
+def cuda_layout() -> str | None:
+    """The layout ``FASTTRAIN_CUDA_LAYOUT`` asks the cuda backend for, or None (unset or
+    empty: the backend's default); one line for anything else."""
+    text = os.environ.get(CUDA_LAYOUT, "").strip()
+    if not text:
+        return None
+    if text not in CUDA_LAYOUTS:
+        raise ConfigError(
+            f"{CUDA_LAYOUT}={text}: not a layout; {', '.join(CUDA_LAYOUTS)}, or unset for the "
+            "cuda backend's default (obs-minor)"
+        )
+    return text
+
+
 def check_at_start() -> None:
     """Every variable any command reads, before the command (and Numba) starts: one
     ConfigError line for the first bad one. torchrun's variables are checked by ``fasttrain
     run``, the one command that reads them."""
     numba_threads()
     emulated_cpu()
+    cuda_layout()
     if CHECKED_KERNELS in os.environ:  # imports Numba: only where the variable is set
         from fasttrain.kernels.backends import checked_kernels
 

@@ -24,6 +24,8 @@ import types
 
 import numpy as np
 
+from fasttrain.environ import cuda_layout
+
 from .build import Launchers, game_functions, load_launchers, load_module
 from .gpu import cuda_problem, device_args, numba_stream, quiet_known_gpu_noise, simulator
 from .spec import GameSpec
@@ -129,8 +131,9 @@ class CUDABackend:
         # the layout (env.LAYOUTS) of KernelEnvs made from now on: the observations a kernel
         # writes env-minor, coalesced (docs/kernels.md#memory-layout). "env-minor" (the state
         # too) raised four MinAtar step kernels from 52-80 registers to 94-214 (offline ptxas,
-        # sm_90), so it waits for a GPU's measurement; "env-major" is the layout before.
-        self.layout = self.LAYOUT
+        # sm_90), so it waits for a GPU's measurement; "env-major" is the layout before, the one
+        # measured on the H200 (FASTTRAIN_CUDA_LAYOUT=env-major goes back to it).
+        self.layout = cuda_layout() or self.LAYOUT
         self._copy_kernels: dict = {}  # dtype -> compiled copy_rows_kernel
 
     def block_size(self, num_envs: int) -> int:

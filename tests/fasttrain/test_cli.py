@@ -123,6 +123,12 @@ BEFORE_ANY_WORK = {
         "Error: FASTTRAIN_CHECKED_KERNELS=2: neither 0 nor 1; 1 compiles bounds-checked",
         True,
     ),
+    "cuda-layout": (
+        {"FASTTRAIN_CUDA_LAYOUT": "rows"},
+        ["games"],
+        "Error: FASTTRAIN_CUDA_LAYOUT=rows: not a layout; env-major, obs-minor, env-minor, or unset",
+        False,
+    ),
     "cpu-class": (
         {"FASTTRAIN_CPU": "sse4"},
         ["games"],

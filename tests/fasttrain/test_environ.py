@@ -65,3 +65,42 @@ def test_the_start_checks_the_checked_kernels_variable_by_the_name_the_kernels_r
         "FASTTRAIN_CHECKED_KERNELS=yes: neither 0 nor 1; 1 compiles bounds-checked cpu kernels "
         "(tests, fuzzing), 0 or unset the usual ones"
     )
+
+
+def test_the_cuda_layout_variable_names_the_kernels_layouts_and_refuses_others(monkeypatch):
+    from fasttrain.kernels.env import LAYOUTS
+
+    assert environ.CUDA_LAYOUTS == LAYOUTS
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    monkeypatch.delenv(environ.CHECKED_KERNELS, raising=False)
+    monkeypatch.delenv(environ.CUDA_LAYOUT, raising=False)
+    assert environ.cuda_layout() is None
+    for layout in LAYOUTS:
+        monkeypatch.setenv(environ.CUDA_LAYOUT, layout)
+        assert environ.cuda_layout() == layout
+        environ.check_at_start()
+    monkeypatch.setenv(environ.CUDA_LAYOUT, "row-major")
+    with pytest.raises(ConfigError) as info:
+        environ.check_at_start()
+    assert str(info.value) == (
+        "FASTTRAIN_CUDA_LAYOUT=row-major: not a layout; env-major, obs-minor, env-minor, or unset "
+        "for the cuda backend's default (obs-minor)"
+    )
+
+
+def test_the_cuda_backend_takes_its_layout_from_the_variable(tmp_path):
+    """On the simulator (chosen as numba.cuda first imports: a subprocess)."""
+    import os
+    import subprocess
+    import sys
+
+    script = "from fasttrain.kernels import cuda\nprint(cuda.CUDABackend().layout)\n"
+    seen = {}
+    for layout in ("", "env-major", "env-minor"):
+        env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", environ.CUDA_LAYOUT: layout}
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        seen[layout] = out.stdout.strip()
+    assert seen == {"": "obs-minor", "env-major": "env-major", "env-minor": "env-minor"}
