@@ -126,7 +126,7 @@ BEFORE_ANY_WORK = {
     "cuda-layout": (
         {"FASTTRAIN_CUDA_LAYOUT": "rows"},
         ["games"],
-        "Error: FASTTRAIN_CUDA_LAYOUT=rows: not a layout; env-major, obs-minor, env-minor, or unset",
+        "Error: FASTTRAIN_CUDA_LAYOUT=rows: not a layout; env-major, obs-minor, env-minor",
         False,
     ),
     "cpu-class": (
