@@ -27,7 +27,14 @@ import numpy as np
 from fasttrain.environ import cuda_layout
 
 from .build import Launchers, game_functions, load_launchers, load_module
-from .gpu import cuda_problem, device_args, numba_stream, quiet_known_gpu_noise, simulator
+from .gpu import (
+    cuda_problem,
+    device_args,
+    numba_cuda,
+    numba_stream,
+    quiet_known_gpu_noise,
+    simulator,
+)
 from .spec import GameSpec
 
 quiet_known_gpu_noise()  # numba-cuda's low-occupancy note for small grids
@@ -65,7 +72,7 @@ def copy_rows_kernel(stage, out):
 
 def copy_rows_module(dtype):
     """The generated module of ``copy_rows_kernel`` for observations of ``dtype``."""
-    from numba import cuda
+    cuda = numba_cuda()
 
     dtype = np.dtype(dtype)
     element = "bool_" if dtype == np.bool_ else dtype.name
@@ -100,7 +107,7 @@ def multiprocessors() -> int:
     """The current GPU's multiprocessor count (1 under the simulator), read once."""
     if simulator():
         return 1
-    from numba import cuda
+    cuda = numba_cuda()
 
     return cuda.get_current_device().MULTIPROCESSOR_COUNT
 
@@ -144,7 +151,7 @@ class CUDABackend:
 
     def compile(self, spec: GameSpec) -> Launchers:
         if spec not in self._cache:
-            from numba import cuda
+            cuda = numba_cuda()
 
             module = kernel_module(spec, cuda, f"cuda sim={simulator()}")
             cache = not simulator()
@@ -190,7 +197,7 @@ class CUDABackend:
         if config is None:
             kernel = self._copy_kernels.get(stage.dtype)
             if kernel is None:
-                from numba import cuda
+                cuda = numba_cuda()
 
                 module = copy_rows_module(stage.dtype)
                 kernel = self._copy_kernels[stage.dtype] = cuda.jit(

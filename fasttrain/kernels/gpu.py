@@ -34,6 +34,15 @@ def quiet_known_gpu_noise() -> None:
         warnings.filterwarnings("ignore", message=message)
 
 
+def numba_cuda():
+    """numba-cuda's ``numba.cuda`` module: fasttrain's one import of it (every other module
+    asks here), so its successor, numba-cuda-mlir, would be one change away. Imported at the
+    first call: a CPU run never loads it."""
+    from numba import cuda
+
+    return cuda
+
+
 def simulator() -> bool:
     """True when Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
@@ -42,7 +51,7 @@ def simulator() -> bool:
 def cuda_problem() -> str | None:
     """None when the cuda backend can run here (a GPU, or the simulator), else a one-line reason."""
     try:
-        from numba import cuda
+        cuda = numba_cuda()
     except ImportError:
         return f"numba-cuda is not installed; {INSTALL_HINT}"
     stale = numpy_too_new_for_numba_cuda()
@@ -122,7 +131,7 @@ def device_args(args) -> tuple:
             return fake_cuda_array(a) if isinstance(a, np.ndarray) else a
 
     else:
-        from numba import cuda
+        cuda = numba_cuda()
 
         is_cuda_ndarray = resolve("numba.cuda.cudadrv.devicearray.is_cuda_ndarray")
 
@@ -142,7 +151,7 @@ def numba_stream(pointer: int):
     if pointer == 0 or simulator():
         return 0
     if pointer not in _STREAMS:
-        from numba import cuda
+        cuda = numba_cuda()
 
         _STREAMS[pointer] = cuda.external_stream(pointer)
     return _STREAMS[pointer]

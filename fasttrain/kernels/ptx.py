@@ -25,7 +25,7 @@ from . import gae, qlambda
 from .columns import ColumnKernel
 from .cuda import copy_rows_module, kernel_module
 from .env import KernelEnv
-from .gpu import simulator
+from .gpu import numba_cuda, simulator
 from .internals import InternalMissing, assign, resolve
 from .spec import GameSpec
 
@@ -34,7 +34,7 @@ def _require_compiler():
     """Raise one line unless numba-cuda's hardware compiler (not the simulator) is usable."""
     if simulator():
         raise RuntimeError("offline PTX needs the real CUDA target: unset NUMBA_ENABLE_CUDASIM")
-    from numba import cuda
+    cuda = numba_cuda()
 
     if getattr(cuda, "implementation", None) != "NVIDIA":
         raise RuntimeError("offline PTX needs numba-cuda with NVVM: pip install 'numba-cuda[cu12]'")
@@ -84,7 +84,8 @@ def compile_ptx(
         ``{"step_kernel": ptx, "reset_kernel": ptx}``.
     """
     import numba
-    from numba import cuda
+
+    cuda = numba_cuda()
 
     _require_compiler()
     params = spec.make_params() if params is None else params
@@ -114,7 +115,8 @@ def compile_column_ptx(kernel: ColumnKernel, args: tuple, cc: tuple[int, int] = 
         The PTX text (one ``.entry``).
     """
     import numba
-    from numba import cuda
+
+    cuda = numba_cuda()
 
     _require_compiler()
     module = kernel.source_module("cuda", tag=f"ptx cc={cc}")
@@ -127,7 +129,8 @@ def compile_column_ptx(kernel: ColumnKernel, args: tuple, cc: tuple[int, int] = 
 def compile_copy_rows_ptx(dtype=np.uint8, cc: tuple[int, int] = (9, 0)) -> str:
     """PTX of ``cuda.copy_rows_kernel`` (env-minor observations into rows) for ``dtype``."""
     import numba
-    from numba import cuda
+
+    cuda = numba_cuda()
 
     _require_compiler()
     module = copy_rows_module(dtype)

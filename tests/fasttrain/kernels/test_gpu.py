@@ -66,3 +66,18 @@ def test_known_gpu_noise_is_silenced_by_its_message_and_nothing_else():
         "Grid size is a word in another warning",
         "capturable=True, said differently",
     ]
+
+
+def test_numba_cuda_is_imported_in_one_place():
+    """Every module asks ``gpu.numba_cuda()``: numba-cuda's successor is one change away."""
+    import re
+
+    from tests.cli import ROOT
+
+    found = []
+    for path in sorted((ROOT / "fasttrain").rglob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#")[0]
+            if re.search(r"from numba import cuda\b|import numba\.cuda\b|from numba\.cuda\b", code):
+                found.append(f"{path.relative_to(ROOT)}:{n}")
+    assert found == ["fasttrain/kernels/gpu.py:41"], found
