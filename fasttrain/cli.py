@@ -178,6 +178,9 @@ def games():
     widths = [max(len(r[k]) for r in rows) for k in range(4)]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    from fasttrain.kernels.gpu import backends_line
+
+    click.echo(f"\n{backends_line()}")
 
 
 @main.command()

@@ -318,6 +318,7 @@ def machine_info(threads: int) -> dict:
 
     from fasttrain import device
     from fasttrain.environ import emulated_cpu
+    from fasttrain.kernels.gpu import backends_line
 
     cpu = None
     try:
@@ -345,6 +346,7 @@ def machine_info(threads: int) -> dict:
         "cpu_emulated": emulated_cpu() is not None,
         "torch_cpu": torch.backends.cpu.get_cpu_capability(),
         "matmul_gflops": matmul_rates(),
+        "backends": backends_line(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average_at_start": load_average(),
@@ -459,6 +461,7 @@ def report(plan: Plan, results: Results, machine: dict, started: float) -> None:
         f"{plan.threads} threads, GPU: {machine['gpu'] or 'none'})"
         + ("" if plan.targets_only else f"; median of {plan.repeats} x {plan.seconds:g} s")
         + f"\nmachine class: {machine_class_line(machine)}"
+        + f"\n{machine.get('backends') or ''}"
     )
     if rows:
         click.echo(results_table(rows))

@@ -43,6 +43,16 @@ def numba_cuda():
     return cuda
 
 
+def backends_line() -> str:
+    """``backends on this machine: python, cpu, cuda``, or why not cuda (``cuda_problem``):
+    what ``fasttrain games`` and ``fasttrain bench`` print."""
+    problem = cuda_problem()
+    if problem is None:
+        cuda = ", cuda (the CUDA simulator)" if simulator() else ", cuda"
+        return f"backends on this machine: python, cpu{cuda}"
+    return f"backends on this machine: python, cpu; not cuda: {problem}"
+
+
 def simulator() -> bool:
     """True when Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"

@@ -16,11 +16,20 @@ from tests.cli import cli, cli_in_process
 def test_games_lists_every_registered_game():
     result = cli("games")
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    table, backends = result.stdout.split("\n\n")
+    lines = table.splitlines()
     assert lines[0].split() == ["name", "observation", "actions", "agents"]
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
     assert sorted(rows) == games.names()
     assert rows["snake"] == ["uint8", "4x12x12", "4", "1"]  # default 12x12 board, 4 channels
+    # which backends this machine runs, and why not cuda (no GPU here)
+    from fasttrain.kernels.gpu import cuda_problem
+
+    problem = cuda_problem()
+    assert backends.strip() == (
+        "backends on this machine: python, cpu"
+        + (", cuda" if problem is None else f"; not cuda: {problem}")
+    )
 
 
 def _frames(stdout):

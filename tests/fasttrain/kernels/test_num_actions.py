@@ -213,6 +213,7 @@ def test_the_games_table_shows_the_count_for_the_default_params(registered, monk
     monkeypatch.setattr(games, "names", lambda: [PICK.name, PICK_FIXED.name])
     result = CliRunner().invoke(main, ["games"])
     assert result.exit_code == 0, result.output
-    rows = {line.split()[0]: line.split()[1:] for line in result.output.splitlines()[1:]}
+    table = result.output.split("\n\n")[0]
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:]}
     assert rows[PICK.name] == ["float32", "1", "6", "(a", "param)", "1"]
     assert rows[PICK_FIXED.name] == ["float32", "1", "4", "1"]
