@@ -500,3 +500,13 @@ def test_snakes_default_run_compiles_and_switches_without_corrupting_the_heap(tm
     result = cli("run", "--game", "snake", "--steps", "3000000", "--out", tmp_path / "run", *quiet)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "torch.compile (default)" in result.stdout
+
+
+def test_bench_builds_its_trainers_as_on_a_warm_cache(tmp_path, monkeypatch):
+    """``fasttrain bench`` times a config's steady state: inside ``as_if_cached`` a short run
+    compiles as it would once the cache is warm, and outside nothing changes."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert not compiling.compiled_before("some-key")
+    with compiling.as_if_cached():
+        assert compiling.compiled_before("some-key")
+    assert not compiling.compiled_before("some-key")
