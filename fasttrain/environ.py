@@ -90,25 +90,9 @@ def emulate_cpu() -> None:
         os.environ.setdefault(name, value)
 
 
-# FASTTRAIN_CUDA_LAYOUT: the cuda backend's layout of the kernels' working memory
-# (fasttrain.kernels.env.LAYOUTS, named here too; a test checks the two agree), for going back
-# to the layout measured on the H200 (env-major) where the default (obs-minor) misbehaves
+# fasttrain.kernels.gpu.CUDA_LAYOUT, the cuda backend's layout of the kernels' working memory,
+# named here so that a command that never makes an env imports Numba only where it is set
 CUDA_LAYOUT = "FASTTRAIN_CUDA_LAYOUT"
-CUDA_LAYOUTS = ("env-major", "obs-minor", "env-minor")
-
-
-def cuda_layout() -> str | None:
-    """The layout ``FASTTRAIN_CUDA_LAYOUT`` asks the cuda backend for, or None (unset or
-    empty: the backend's default); one line for anything else."""
-    text = os.environ.get(CUDA_LAYOUT, "").strip()
-    if not text:
-        return None
-    if text not in CUDA_LAYOUTS:
-        raise ConfigError(
-            f"{CUDA_LAYOUT}={text}: not a layout; {', '.join(CUDA_LAYOUTS)}, or unset for the "
-            "cuda backend's default (obs-minor)"
-        )
-    return text
 
 
 def check_at_start() -> None:
@@ -117,7 +101,13 @@ def check_at_start() -> None:
     run``, the one command that reads them."""
     numba_threads()
     emulated_cpu()
-    cuda_layout()
+    if CUDA_LAYOUT in os.environ:  # imports Numba: only where the variable is set
+        from fasttrain.kernels.gpu import cuda_layout
+
+        try:
+            cuda_layout()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if CHECKED_KERNELS in os.environ:  # imports Numba: only where the variable is set
         from fasttrain.kernels.backends import checked_kernels
 

@@ -24,10 +24,9 @@ import types
 
 import numpy as np
 
-from fasttrain.environ import cuda_layout
-
 from .build import Launchers, game_functions, load_launchers, load_module
 from .gpu import (
+    cuda_layout,
     cuda_problem,
     device_args,
     numba_cuda,

@@ -15,6 +15,7 @@ import numpy as np
 
 from .backends import get_backend
 from .build import launcher_args, object_fields, object_types
+from .gpu import CUDA_LAYOUT, LAYOUTS, cuda_layout  # noqa: F401 - the layouts, named here too
 from .rng import check_int, check_seeds, population_streams
 from .spec import GameSpec
 from .statecheck import check_state
@@ -115,14 +116,6 @@ def env_minor_stage(xp, rows: int, shape: tuple, dtype):
     memory in C order, so that the flat view ``(rows, S)`` keeps a row's C-order element order
     (``io.obs_flat``) and is Fortran-ordered, and ``(S, rows)`` is the memory itself."""
     return xp.moveaxis(xp.zeros((*shape, rows), dtype=dtype), -1, 0)
-
-
-# Where a kernel's working memory puts one environment's values (docs/kernels.md#memory-layout):
-#   env-major  every array in rows, an environment's values side by side (the host backends)
-#   obs-minor  the observations a kernel writes env-minor (a stage, copied into the env-major
-#              rows the learner reads by one coalesced copy after each step), the state in rows
-#   env-minor  the game's state arrays env-minor too
-LAYOUTS = ("env-major", "obs-minor", "env-minor")
 
 
 def check_layout(layout) -> str:

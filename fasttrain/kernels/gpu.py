@@ -43,6 +43,33 @@ def numba_cuda():
     return cuda
 
 
+# Where a kernel's working memory puts one environment's values (docs/kernels.md#memory-layout):
+#   env-major  every array in rows, an environment's values side by side (the host backends)
+#   obs-minor  the observations a kernel writes env-minor (a stage, copied into the env-major
+#              rows the learner reads by one coalesced copy after each step), the state in rows
+#   env-minor  the game's state arrays env-minor too
+LAYOUTS = ("env-major", "obs-minor", "env-minor")
+
+
+# FASTTRAIN_CUDA_LAYOUT: the cuda backend's layout for a whole process, to go back to the layout
+# measured on the H200 (env-major) where the default (obs-minor) misbehaves
+CUDA_LAYOUT = "FASTTRAIN_CUDA_LAYOUT"
+
+
+def cuda_layout() -> str | None:
+    """The layout ``FASTTRAIN_CUDA_LAYOUT`` asks the cuda backend for, or None (unset or
+    empty: the backend's default); a ValueError in one line for anything else."""
+    text = os.environ.get(CUDA_LAYOUT, "").strip()
+    if not text:
+        return None
+    if text not in LAYOUTS:
+        raise ValueError(
+            f"{CUDA_LAYOUT}={text}: not a layout; {', '.join(LAYOUTS)}, or unset for the cuda "
+            "backend's default (obs-minor)"
+        )
+    return text
+
+
 def backends_line() -> str:
     """``backends on this machine: python, cpu, cuda``, or why not cuda (``cuda_problem``):
     what ``fasttrain games`` and ``fasttrain bench`` print."""

@@ -67,17 +67,20 @@ def test_the_start_checks_the_checked_kernels_variable_by_the_name_the_kernels_r
     )
 
 
-def test_the_cuda_layout_variable_names_the_kernels_layouts_and_refuses_others(monkeypatch):
+def test_the_cuda_layout_variable_is_checked_at_the_start_by_the_name_the_kernels_read(
+    monkeypatch,
+):
+    from fasttrain.kernels import gpu
     from fasttrain.kernels.env import LAYOUTS
 
-    assert environ.CUDA_LAYOUTS == LAYOUTS
+    assert environ.CUDA_LAYOUT == gpu.CUDA_LAYOUT and gpu.LAYOUTS == LAYOUTS
     monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     monkeypatch.delenv(environ.CHECKED_KERNELS, raising=False)
     monkeypatch.delenv(environ.CUDA_LAYOUT, raising=False)
-    assert environ.cuda_layout() is None
+    assert gpu.cuda_layout() is None
     for layout in LAYOUTS:
         monkeypatch.setenv(environ.CUDA_LAYOUT, layout)
-        assert environ.cuda_layout() == layout
+        assert gpu.cuda_layout() == layout
         environ.check_at_start()
     monkeypatch.setenv(environ.CUDA_LAYOUT, "row-major")
     with pytest.raises(ConfigError) as info:
