@@ -91,19 +91,27 @@ def test_the_cuda_layout_variable_is_checked_at_the_start_by_the_name_the_kernel
     )
 
 
-def test_the_cuda_backend_takes_its_layout_from_the_variable(tmp_path):
-    """On the simulator (chosen as numba.cuda first imports: a subprocess)."""
+def test_the_cuda_backend_takes_its_layout_from_the_variable():
+    """On the simulator (chosen as numba.cuda first imports: a subprocess), one backend per
+    value of the variable."""
     import os
     import subprocess
     import sys
 
-    script = "from fasttrain.kernels import cuda\nprint(cuda.CUDABackend().layout)\n"
-    seen = {}
-    for layout in ("", "env-major", "env-minor"):
-        env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", environ.CUDA_LAYOUT: layout}
-        out = subprocess.run(
-            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        seen[layout] = out.stdout.strip()
-    assert seen == {"": "obs-minor", "env-major": "env-major", "env-minor": "env-minor"}
+    script = (
+        "import os\n"
+        "from fasttrain.kernels import cuda\n"
+        "for layout in ('', 'env-major', 'env-minor'):\n"
+        f"    os.environ['{environ.CUDA_LAYOUT}'] = layout\n"
+        "    print(repr(layout), cuda.CUDABackend().layout)\n"
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == [
+        "'' obs-minor",
+        "'env-major' env-major",
+        "'env-minor' env-minor",
+    ]

@@ -53,7 +53,7 @@ def test_the_run_stages_write_their_figures_on_the_cpu_path(tmp_path, capsys):
     assert result["exit"] == 0 and result["first_lines"][0].startswith("fasttrain: snake on cpu")
     assert set(result["seconds_to_score"]) == {"20", "40", "50"}
     (summary,) = result["summaries"].values()
-    assert summary["global_step"] >= 40000
+    assert 0 < summary["global_step"] <= 40000  # whole iterations of the preset's batch
     population = json.loads((tmp_path / "gpu-population.json").read_text())["result"]
     assert population["exit"] == 0 and len(population["summaries"]) >= 8  # a member each
     assert "population" in " ".join(population["first_lines"]).lower() or population["summaries"]

@@ -223,7 +223,7 @@ def check_toml(block: Block) -> None:
 
 def check_preset(text: str, game: str) -> None:
     """A toml block that is a preset file loads as one: its shape (presets.read), then its
-    tables and its [cuda] tables as config layers."""
+    tables and its variants' ([fp32], [cuda]) as config layers."""
     import tempfile
 
     from fasttrain.config import presets
@@ -233,9 +233,10 @@ def check_preset(text: str, game: str) -> None:
         path = Path(folder) / f"{game}.toml"
         path.write_text(text)
         data = presets.read(path)
-    cfg.check_layer({k: v for k, v in data.items() if k != "cuda"}, "preset block")
-    if "cuda" in data:
-        cfg.check_layer(data["cuda"], "preset block [cuda]")
+    cfg.check_layer({k: v for k, v in data.items() if k not in presets.VARIANTS}, "preset block")
+    for variant in presets.VARIANTS:
+        if variant in data:
+            cfg.check_layer(data[variant], f"preset block [{variant}]")
 
 
 # ------------------------------------------------------------------------------- a page
