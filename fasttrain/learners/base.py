@@ -25,7 +25,12 @@ from fasttrain.device import check_memory, resolve_compile
 from fasttrain.errors import ConfigError
 from fasttrain.kernels.statecheck import StateError
 from fasttrain.learners import distributed, savedstate
-from fasttrain.learners.compile import COLD_COMPILE_MIN_STEPS, compile_key, compiled_before
+from fasttrain.learners.compile import (
+    COLD_COMPILE_MIN_SECONDS,
+    arithmetic_seconds,
+    compile_key,
+    compiled_before,
+)
 from fasttrain.learners.context import (
     Timers,
     one_torch_thread,
@@ -230,8 +235,9 @@ class TrainerBase:
     def compile_mode_for(self, auto_compile: bool, recurrent: bool = False) -> str:
         """``run.compile`` resolved for this run (``fasttrain.device.resolve_compile``), with
         what the learner says of compiling it (its ``Learner.auto_compile``); ``auto`` runs
-        eagerly where torch's cache holds none of this run's steps and the run is shorter than
-        ``COLD_COMPILE_MIN_STEPS`` (``compile_skipped`` says so on the first line)."""
+        eagerly where torch's cache holds none of this run's steps and its arithmetic is too
+        short for a cold compile to pay (``COLD_COMPILE_MIN_SECONDS``; ``compile_skipped`` says
+        so on the first line)."""
         steps = self.args.total_timesteps
         mode = resolve_compile(
             self.config.run.compile,
@@ -242,10 +248,15 @@ class TrainerBase:
             self.config.model.hidden,
         )
         self.compile_key = compile_key(self.config, self.precision)
-        auto = self.config.run.compile == "auto" and mode != "off"
-        if auto and steps < COLD_COMPILE_MIN_STEPS and not compiled_before(self.compile_key):
+        if self.config.run.compile != "auto" or mode == "off":
+            return mode
+        weights = sum(p.numel() for p in self.network.parameters())
+        epochs = getattr(self.args, "update_epochs", 1)
+        short = arithmetic_seconds(weights, steps, epochs) < COLD_COMPILE_MIN_SECONDS
+        if short and not compiled_before(self.compile_key):
             self.compile_skipped = (
-                f"eager: a first compile (none cached) does not pay in {steps:,} steps"
+                f"eager: a first compile (none cached) does not pay in {steps:,} steps of this "
+                "network"
             )
             return "off"
         return mode

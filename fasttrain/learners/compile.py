@@ -119,10 +119,21 @@ def keep_compiles_in_the_project_cache() -> str:
 
 
 # run.compile = "auto" where torch's cache holds none of a run's compiled steps (a first run, or
-# new settings): compile only runs of this many steps or more, where even a cold compile pays.
-# A cold compile of a step took ~20 s of a 2-core CPU (docs/performance.md#torchcompile); a
-# 10M-step CartPole run at PufferLib's settings trains in ~20 s, and waited as long again for it
-COLD_COMPILE_MIN_STEPS = 20_000_000
+# new settings): compile only where the run's learner arithmetic is estimated to take this long
+# at ASSUMED_GFLOPS, so that even a cold compile (~17-20 s of a 2-core CPU) pays. CartPole at
+# PufferLib's settings (10M steps, ~2 s of arithmetic) trained in 19 s eagerly and waited as
+# long again for a first compile; Snake's and the MinAtar games' runs are hundreds of seconds
+# (docs/performance.md#torchcompile)
+COLD_COMPILE_MIN_SECONDS = 120
+ASSUMED_GFLOPS = 50  # a 2-core AVX2 CPU's fp32 rate at these networks' shapes
+
+
+def arithmetic_seconds(weights: int, steps: int, update_epochs: int) -> float:
+    """A run's learner arithmetic in seconds at ``ASSUMED_GFLOPS``: each step's forward pass
+    in the rollout and, per update epoch, its forward and backward (~3 passes), each two
+    operations per weight of the network (a multiply and an add per weight and row)."""
+    passes = 1 + 3 * update_epochs
+    return steps * 2 * weights * passes / (ASSUMED_GFLOPS * 1e9)
 
 
 def compile_key(config, precision: str) -> str:

@@ -337,9 +337,9 @@ def test_compile_auto_reaches_the_trainer_and_its_first_log_line(monkeypatch):
 
 
 def test_a_first_compile_is_skipped_where_the_run_is_too_short_for_it_to_pay(monkeypatch):
-    """With none of a run's steps in torch's cache, ``auto`` compiles only runs of
-    ``COLD_COMPILE_MIN_STEPS`` or more, and says so on the first line; a compile asked for by
-    name compiles whatever the cache holds."""
+    """With none of a run's steps in torch's cache, ``auto`` compiles only runs whose learner
+    arithmetic is estimated at ``COLD_COMPILE_MIN_SECONDS`` or more, and says so on the first
+    line; a compile asked for by name compiles whatever the cache holds."""
     monkeypatch.setattr(devices, "cpp_compiler", lambda: "/usr/bin/g++")
     monkeypatch.setattr(torch, "compile", lambda fn, mode=None: fn)
     asked = []
@@ -350,11 +350,29 @@ def test_a_first_compile_is_skipped_where_the_run_is_too_short_for_it_to_pay(mon
     assert f"| eager: a first compile (none cached) does not pay in {short:,} steps" in (
         trainer.describe()
     )
-    cold_min = compiling.COLD_COMPILE_MIN_STEPS
-    long = Trainer(snake(run=auto, ppo={"total_timesteps": cold_min}), warn=print)
+    weights = sum(p.numel() for p in trainer.network.parameters())
+    passes = 1 + 3 * trainer.args.update_epochs
+    per_step = 2 * weights * passes / (compiling.ASSUMED_GFLOPS * 1e9)
+    enough = int(compiling.COLD_COMPILE_MIN_SECONDS / per_step) + 1
+    long = Trainer(snake(run=auto, ppo={"total_timesteps": enough}), warn=print)
     assert long.compile_mode == "default" and "eager" not in long.describe()
     named = Trainer(snake(run={"compile": "default"}, ppo={"total_timesteps": short}), warn=print)
     assert named.compile_mode == "default"
+
+
+def test_the_estimate_sends_cartpole_eager_and_snake_and_minatar_to_a_first_compile():
+    """By arithmetic, the runs measured (docs/performance.md#torchcompile): CartPole at
+    PufferLib's settings (a layer of 128, 10M steps, one epoch) is seconds of arithmetic;
+    Snake's default (576 -> 128 -> 128, 50M steps, two epochs) and a MinAtar game's (400 ->
+    256 -> 256, 10M steps) are hundreds."""
+    least = compiling.COLD_COMPILE_MIN_SECONDS
+    cartpole = 4 * 128 + 128 + 128 * 2 + 2 + 128 + 1
+    snake_net = 576 * 128 + 128 + 128 * 128 + 128 + 128 * 4 + 4 + 128 + 1
+    minatar = 400 * 256 + 256 + 256 * 256 + 256 + 256 * 6 + 6 + 256 + 1
+    assert compiling.arithmetic_seconds(cartpole, 10_000_000, 1) < least / 10
+    assert compiling.arithmetic_seconds(snake_net, 50_000_000, 2) > 5 * least
+    assert compiling.arithmetic_seconds(snake_net, 30_000_000, 1) > 2 * least  # the fp32 variant
+    assert compiling.arithmetic_seconds(minatar, 10_000_000, 2) > 2 * least
 
 
 def test_a_finished_background_compile_marks_its_steps_compiled(tmp_path, monkeypatch):
