@@ -182,7 +182,7 @@ def run_stage(stage: Stage, device: str, steps: int | None, scratch: Path) -> di
             ["--game", "snake", "--device", device, *many], stage.cap_s, scratch / "snake-run"
         )
     if stage.name == "population":
-        many = ["--steps", str(steps or 10_000_000)]
+        many = ["--steps", str(steps or 2_000_000)]  # per member: 16M steps in all
         return _train(
             ["--game", "snake", "--device", device, "--seeds", "0-7", *many],
             stage.cap_s,
