@@ -101,17 +101,14 @@ def check_at_start() -> None:
     run``, the one command that reads them."""
     numba_threads()
     emulated_cpu()
-    if CUDA_LAYOUT in os.environ:  # imports Numba: only where the variable is set
-        from fasttrain.kernels.gpu import cuda_layout
+    try:  # the kernel layer's variables: its readers import Numba, so only where one is set
+        if CUDA_LAYOUT in os.environ:
+            from fasttrain.kernels.gpu import cuda_layout
 
-        try:
             cuda_layout()
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    if CHECKED_KERNELS in os.environ:  # imports Numba: only where the variable is set
-        from fasttrain.kernels.backends import checked_kernels
+        if CHECKED_KERNELS in os.environ:
+            from fasttrain.kernels.backends import checked_kernels
 
-        try:
             checked_kernels()
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

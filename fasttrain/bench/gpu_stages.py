@@ -84,9 +84,7 @@ def _run(args: list[str], cap_s: float, cwd=None) -> dict:
     output's head and tail."""
     started = time.perf_counter()
     try:
-        proc = subprocess.run(
-            args, capture_output=True, text=True, timeout=cap_s, cwd=cwd, env=os.environ.copy()
-        )
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=cap_s, cwd=cwd)
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code = None

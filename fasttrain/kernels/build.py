@@ -250,10 +250,7 @@ def trusted_torch_cache_dir() -> Path:
     and the shared libraries it loads), made where missing and checked as the kernel cache is
     (``trusted_cache_dir``): it is code too."""
     folder = cache_root() / "torch"
-    for path in (folder.parent, folder):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if sys.platform != "win32":
-            _check_private(path)
+    _private_folders(folder.parent, folder)
     return folder
 
 
@@ -269,11 +266,17 @@ def trusted_cache_dir() -> Path:
     ``kernels`` and its ``__pycache__`` must be this user's and writable by no one else, as
     ssh requires of a key file. POSIX only: Windows has no such modes."""
     folder = cache_dir()
-    for path in (folder.parent, folder, folder / "__pycache__"):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # never group or world writable
+    _private_folders(folder.parent, folder, folder / "__pycache__")
+    return folder
+
+
+def _private_folders(*paths: Path) -> None:
+    """Each of ``paths`` made where missing (mode 0700: never group or world writable) and
+    checked to be this user's alone (``_check_private``; POSIX only)."""
+    for path in paths:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if sys.platform != "win32":
             _check_private(path)
-    return folder
 
 
 def _check_private(path: Path) -> None:

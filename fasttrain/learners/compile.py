@@ -6,10 +6,13 @@ used are listed in ``fasttrain.kernels.internals``."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 import threading
 import time
+from pathlib import Path
 
 import torch
 
@@ -141,8 +144,6 @@ def compile_key(config, precision: str) -> str:
     its game and parameters, learner settings, network and arithmetic (the learning rate and
     the like too: a key that changes where the graphs did not only makes a cached compile look
     cold, never the reverse)."""
-    import hashlib
-
     parts = (
         torch.__version__,
         torch.backends.cpu.get_cpu_capability(),
@@ -155,9 +156,7 @@ def compile_key(config, precision: str) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:24]
 
 
-def _marker(key: str):
-    from pathlib import Path
-
+def _marker(key: str) -> Path:
     return Path(keep_compiles_in_the_project_cache()) / "fasttrain-compiled" / key
 
 
@@ -170,17 +169,17 @@ def compiled_before(key: str) -> bool:
     return getattr(_AS_IF_CACHED, "on", False) or _marker(key).exists()
 
 
-class as_if_cached:  # noqa: N801 - used as a context manager, named for what it does
+@contextlib.contextmanager
+def as_if_cached():
     """Within: ``compiled_before`` answers True, so ``run.compile = "auto"`` compiles as on a
     warm cache (``fasttrain bench`` times a config's steady state, which a compile pays for
     whatever the cache holds)."""
-
-    def __enter__(self):
-        self.before = getattr(_AS_IF_CACHED, "on", False)
-        _AS_IF_CACHED.on = True
-
-    def __exit__(self, *exc):
-        _AS_IF_CACHED.on = self.before
+    before = getattr(_AS_IF_CACHED, "on", False)
+    _AS_IF_CACHED.on = True
+    try:
+        yield
+    finally:
+        _AS_IF_CACHED.on = before
 
 
 def mark_compiled(key: str) -> None:

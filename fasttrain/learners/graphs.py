@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from fasttrain.errors import one_line
 from fasttrain.learners.optim import PopulationAdam
 
 # why a run on cuda launches its rollout eagerly, by cause
@@ -55,12 +56,6 @@ def slot_name(slot) -> tuple:
     return (id(slot),)
 
 
-def first_line(exc: BaseException) -> str:
-    """``Type: the first line of its message``, at most 200 characters: a cause in one line."""
-    text = (str(exc).splitlines() or [""])[0][:200]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 class GraphedCall:
     """``fn(slot)`` run as a CUDA graph: eagerly the first time (the warm-up, on the capture
     stream), captured at the next call and replayed from then on, one graph per ``slot`` (a
@@ -81,7 +76,7 @@ class GraphedCall:
         self.after = list(after)  # called after every run: the warm-up, a capture, a replay
         self.device = device
         self.stream = torch.cuda.Stream(device)
-        self.graphs: dict[tuple, tuple] = {}  # slot_name(slot) -> (key, graph, output, replayed)
+        self.graphs: dict[tuple, tuple] = {}  # slot_name(slot) -> (key, graph, output)
         self.warm = False
         self.captures = 0  # how many times a graph was captured (read by tests and bench)
         self.warn, self.what = warn, what or "the rollout"
@@ -108,27 +103,26 @@ class GraphedCall:
         changed); ``fn(slot)`` run eagerly where the capture or the first replay fails."""
         name, key = slot_name(slot), self.key(slot)
         held = self.graphs.get(name)
+        if held is not None and held[0] == key:  # replayed before: a failure is not capture's
+            held[1].replay()
+            return held[2]
         states = [g.get_state() for g in self.generators]  # what a failure puts back
         try:
-            if held is None or held[0] != key:
-                self.graphs.pop(name, None)  # free a stale graph's memory before capturing
-                held = self.graphs[name] = (key, *self.capture(slot), False)
-            held[1].replay()
+            self.graphs.pop(name, None)  # free a stale graph's memory before capturing
+            graph, out = self.capture(slot)
+            graph.replay()
         except Exception as exc:  # noqa: BLE001 - eager mode survives what capture cannot
-            if held is not None and held[3]:  # a graph that replayed before: not capture's
-                raise
             self._fall_back(exc, states)
             return self.fn(slot)
-        if not held[3]:
-            self.graphs[name] = (*held[:3], True)
-        return held[2]
+        self.graphs[name] = (key, graph, out)
+        return out
 
     def _fall_back(self, exc: Exception, states: list) -> None:
         torch.cuda.synchronize(self.device)
         self.graphs.clear()
         for generator, state in zip(self.generators, states, strict=True):
             generator.set_state(state)
-        self.failed = first_line(exc)
+        self.failed = f"{type(exc).__name__}: {one_line(exc)[:200]}"
         self.warn(
             f"{self.what} runs eagerly: capture failed: {self.failed}; "
             "run.cuda_graph = false skips capture"
